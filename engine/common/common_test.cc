@@ -1,0 +1,65 @@
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/common/error.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/spin_lock.h"
+
+namespace furrballs {
+namespace {
+
+TEST(KeyHasherTest, SameSecretSameHash) {
+  KeyHasher a(42), b(42);
+  EXPECT_EQ(a.Hash("user:1"), b.Hash("user:1"));
+  EXPECT_NE(a.Hash("user:1"), a.Hash("user:2"));
+}
+
+TEST(KeyHasherTest, DifferentSecretsGiveDifferentIdentities) {
+  KeyHasher a(1), b(2);
+  EXPECT_NE(a.Hash("user:1"), b.Hash("user:1"));
+}
+
+TEST(KeyHasherTest, SecretRoundTripsThroughExplicitConstructor) {
+  KeyHasher a(7);
+  KeyHasher restored(a.secret());
+  EXPECT_EQ(a.Hash("k"), restored.Hash("k"));
+}
+
+TEST(ErrorTest, CategoryComesFromHighNibble) {
+  EXPECT_EQ(CategoryOf(Error::kOk), ErrorCategory::kNone);
+  EXPECT_EQ(CategoryOf(Error::kCacheFull), ErrorCategory::kCache);
+  EXPECT_EQ(CategoryOf(Error::kStorageCorrupt), ErrorCategory::kStorage);
+  EXPECT_EQ(ErrorName(Error::kAbandonedSet), "ABANDONED_SET");
+}
+
+TEST(SpinLockTest, MutualExclusionUnderContention) {
+  SpinLock lock;
+  int64_t counter = 0;  // deliberately non-atomic: the lock must protect it
+  constexpr int kThreads = 4, kIters = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIters; ++i) {
+        SpinLockHolder h(lock);
+        ++counter;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(counter, int64_t{kThreads} * kIters);
+}
+
+TEST(SpinLockTest, TryLockFailsWhileHeld) {
+  SpinLock lock;
+  lock.lock();
+  EXPECT_FALSE(lock.try_lock());
+  lock.unlock();
+  EXPECT_TRUE(lock.try_lock());
+  lock.unlock();
+}
+
+}  // namespace
+}  // namespace furrballs
