@@ -1,3 +1,5 @@
+#include <cstdint>
+#include <memory_resource>
 #include <string>
 #include <thread>
 #include <vector>
@@ -6,6 +8,7 @@
 
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
+#include "engine/common/raw_allocator.h"
 #include "engine/common/spin_lock.h"
 
 namespace furrballs {
@@ -59,6 +62,23 @@ TEST(SpinLockTest, TryLockFailsWhileHeld) {
   lock.unlock();
   EXPECT_TRUE(lock.try_lock());
   lock.unlock();
+}
+
+TEST(RawAllocatorTest, DefaultIsCacheLineAligned) {
+  RawAllocator a = RawAllocator::Default();
+  void* p = a.Allocate(1000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kCacheLineSize, 0u);
+  a.Deallocate(p, 1000);
+}
+
+TEST(RawAllocatorTest, FromResourceUsesTheResource) {
+  std::pmr::monotonic_buffer_resource arena;
+  RawAllocator a = RawAllocator::FromResource(&arena);
+  void* p = a.Allocate(256);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kCacheLineSize, 0u);
+  a.Deallocate(p, 256);
 }
 
 }  // namespace

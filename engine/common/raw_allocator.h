@@ -1,0 +1,76 @@
+// engine/common/raw_allocator.h: a caller-provided allocator for the engine's
+// fixed arrays (report §2.7.7).
+//
+// Thread safety: a RawAllocator is a plain value; whether its functions may be
+// called concurrently is up to the functions (all the ones in this repository
+// may).
+//
+// Engine structures are topology-blind: they never decide where their memory
+// lives. The owner passes a RawAllocator, two function pointers plus a context
+// pointer, and Numatic supplies one that places memory on a chosen NUMA node.
+// The context pointer is what a bare `void*(*)(size_t)` from the report lacks:
+// it carries the node (or a std::pmr::memory_resource) without a global.
+//
+// Every allocation must be aligned to at least kCacheLineSize bytes, because
+// the structures rely on their arrays starting on a cache line.
+#ifndef FURRBALLS_ENGINE_COMMON_RAW_ALLOCATOR_H_
+#define FURRBALLS_ENGINE_COMMON_RAW_ALLOCATOR_H_
+
+#include <cstddef>
+#include <memory_resource>
+#include <new>
+
+namespace furrballs {
+
+inline constexpr size_t kCacheLineSize = 64;
+
+struct RawAllocator {
+  using AllocateFn = void* (*)(void* context, size_t bytes);
+  using DeallocateFn = void (*)(void* context, void* p, size_t bytes);
+
+  AllocateFn allocate;      // returns nullptr on failure, never throws
+  DeallocateFn deallocate;  // receives the size that was allocated
+  void* context = nullptr;
+
+  void* Allocate(size_t bytes) const { return allocate(context, bytes); }
+  void Deallocate(void* p, size_t bytes) const {
+    deallocate(context, p, bytes);
+  }
+
+  // Cache-line aligned global operator new; memory lands wherever the kernel's
+  // first-touch policy puts it.
+  static RawAllocator Default() {
+    return RawAllocator{
+        [](void*, size_t bytes) -> void* {
+          return ::operator new(bytes, std::align_val_t{kCacheLineSize},
+                                std::nothrow);
+        },
+        [](void*, void* p, size_t) {
+          ::operator delete(p, std::align_val_t{kCacheLineSize});
+        },
+        nullptr};
+  }
+
+  // Adapts a memory resource (e.g. Numatic's NumaNodeMemoryResource). The
+  // resource must outlive every allocation made through the adapter.
+  static RawAllocator FromResource(std::pmr::memory_resource* resource) {
+    return RawAllocator{
+        [](void* ctx, size_t bytes) -> void* {
+          try {
+            return static_cast<std::pmr::memory_resource*>(ctx)->allocate(
+                bytes, kCacheLineSize);
+          } catch (const std::bad_alloc&) {
+            return nullptr;
+          }
+        },
+        [](void* ctx, void* p, size_t bytes) {
+          static_cast<std::pmr::memory_resource*>(ctx)->deallocate(
+              p, bytes, kCacheLineSize);
+        },
+        resource};
+  }
+};
+
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_COMMON_RAW_ALLOCATOR_H_
