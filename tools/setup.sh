@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs every Debian package Furrballs needs to build, test and benchmark.
+#
+# Idempotent and quiet: when everything is present it only checks and exits.
+# Otherwise it runs `apt-get update` once and installs what is missing, with
+# the full output in .setup.log at the repository root. On failure it names
+# the packages it could not install and points at the log.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+log="$root/.setup.log"
+
+packages=(
+  # Build: Bazel from Debian, with the offline rule repositories it needs.
+  bazel-bootstrap bazel-bootstrap-source g++ python3
+  # Libraries.
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libnuma-dev numactl libxxhash-dev librocksdb-dev libabsl-dev
+  prometheus-cpp-dev
+  # Tests and micro-benchmarks.
+  libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev
+  # A real multi-node NUMA kernel under QEMU (tests/numa_guest).
+  qemu-system-x86 linux-image-amd64 busybox-static cpio
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+
+echo "setup: installing ${#missing[@]} Debian package(s): ${missing[*]} (log: $log)"
+if ! $sudo apt-get update >"$log" 2>&1; then
+  echo "setup: 'apt-get update' failed; see $log" >&2
+  exit 1
+fi
+if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q \
+    --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
+  still=()
+  for p in "${missing[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      still+=("$p")
+  done
+  echo "setup: could not install: ${still[*]}; see $log" >&2
+  exit 1
+fi
+echo "setup: done"

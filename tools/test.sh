@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs every Furrballs test: installs what is missing, builds, runs the test
+# suite in the optimized build and the engine's tests again under
+# ThreadSanitizer, AddressSanitizer and UndefinedBehaviorSanitizer, then prints
+# one closing line "N passed, N failed" counting test cases.
+#
+#   tools/test.sh            everything (what CI runs)
+#   tools/test.sh --quick    the optimized build only, no sanitizers
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+bash tools/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+# Each phase: a name, the bazel flags, the targets.
+phases=("default||//...")
+if [ $quick -eq 0 ]; then
+  phases+=(
+    "tsan|--config=tsan --test_tag_filters=-numa_guest,-no_tsan|//engine/..."
+    "asan|--config=asan --test_tag_filters=-numa_guest,-no_asan|//engine/..."
+    "ubsan|--config=ubsan --test_tag_filters=-numa_guest|//engine/..."
+  )
+fi
+
+total_pass=0
+total_fail=0
+out=$(mktemp -d)
+for phase in "${phases[@]}"; do
+  IFS='|' read -r name flags targets <<<"$phase"
+  echo "== $name: bazel test $flags $targets"
+  start=$SECONDS
+  # shellcheck disable=SC2086
+  bazel test $flags --test_summary=short --keep_going $targets \
+    >"$out/$name.log" 2>&1
+  grep -E '^//|^(ERROR|FAIL):' "$out/$name.log" | grep -v 'PASSED' | head -40
+  # shellcheck disable=SC2086
+  testlogs=$(bazel info $flags bazel-testlogs 2>/dev/null)
+  read -r p f < <(python3 tools/count_tests.py "$out/$name.log" "$testlogs")
+  if ! grep -qE '^//' "$out/$name.log"; then
+    echo "   no test ran; last lines of the log:"
+    tail -20 "$out/$name.log"
+    f=$((f + 1))
+  fi
+  echo "   $name: $p passed, $f failed ($((SECONDS - start)) s)"
+  total_pass=$((total_pass + p))
+  total_fail=$((total_fail + f))
+done
+rm -rf "$out"
+
+echo "${total_pass} passed, ${total_fail} failed"
+[ "$total_fail" -eq 0 ]
