@@ -1,0 +1,118 @@
+// engine/furrball/furrball.h: the FurrBall cache, the engine's public API.
+//
+// Thread safety: a FurrBall is safe for concurrent use from any number of
+// threads without external synchronization. Each node's shard is additionally
+// served by one pinned NodeJob worker that runs maintenance and any jobs
+// submitted to it (SubmitToNode), so a caller can confine all work on a node
+// to that node's worker (the service's default) or call the shard directly.
+//
+// A FurrBall keeps keys as 128-bit keyed hashes (never as strings) and values
+// as bytes in pages allocated once, per NUMA node, at start-up. Callers that
+// route by node hash a key once with Hash() and use the HashPair overloads.
+// A miss is not an error: Get returns found = false with Error::kOk.
+#ifndef FURRBALLS_ENGINE_FURRBALL_FURRBALL_H_
+#define FURRBALLS_ENGINE_FURRBALL_FURRBALL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+#include "engine/common/error.h"
+#include "engine/common/hash_pair.h"
+#include "engine/furrball/options.h"
+#include "engine/furrball/stats.h"
+
+namespace furrballs {
+
+enum class SetMode : uint8_t {
+  kAlways = 0,     // write unconditionally
+  kIfAbsent = 1,   // kAlreadyExists if a live (unexpired) entry exists
+  kIfVersion = 2,  // kVersionMismatch unless the live version equals
+                   // expected_version; kKeyNotFound if absent
+};
+
+struct WriteOptions {
+  uint64_t ttl_ms = 0;  // 0 = never expires
+  SetMode mode = SetMode::kAlways;
+  uint64_t expected_version = 0;  // read only with kIfVersion
+};
+
+struct GetResult {
+  Error error = Error::kOk;
+  bool found = false;
+  uint64_t version = 0;
+  uint64_t ttl_remaining_ms = 0;  // 0 = no expiry
+};
+
+struct SetResult {
+  Error error = Error::kOk;
+  uint64_t version = 0;  // the written value's version when error == kOk
+};
+
+struct DeleteResult {
+  Error error = Error::kOk;
+  bool deleted = false;  // true if a live entry was removed
+};
+
+class FurrBall {
+ public:
+  // Allocates every node's pages and tables (all-or-nothing, in parallel on
+  // the nodes' own workers) and starts the workers. Fails with a message that
+  // names the node and what could not be allocated.
+  static absl::StatusOr<std::unique_ptr<FurrBall>> Open(
+      const FurrBallOptions& options);
+
+  virtual ~FurrBall() = default;
+
+  // The keyed hash that identifies `key` in this cache.
+  virtual HashPair Hash(std::string_view key) const = 0;
+  // The node that owns (hash routing) or would receive (other routings) the
+  // key; -1 when the key's node is not a function of its hash.
+  virtual int OwnerOf(const HashPair& h) const = 0;
+  virtual int node_count() const = 0;
+  virtual const FurrBallOptions& options() const = 0;
+
+  // Copies the value into *value (resized to fit).
+  virtual GetResult Get(const HashPair& h, std::string* value) = 0;
+  virtual SetResult Set(const HashPair& h, std::string_view value,
+                        const WriteOptions& options = {}) = 0;
+  virtual DeleteResult Delete(const HashPair& h) = 0;
+  // Resets the TTL of a live entry; kKeyNotFound if there is none.
+  virtual Error Touch(const HashPair& h, uint64_t ttl_ms) = 0;
+
+  // Key-validating conveniences: kEmptyKey / kKeyTooLarge before hashing.
+  GetResult Get(std::string_view key, std::string* value);
+  SetResult Set(std::string_view key, std::string_view value,
+                const WriteOptions& options = {});
+  DeleteResult Delete(std::string_view key);
+  Error Touch(std::string_view key, uint64_t ttl_ms);
+
+  // Checks a key and value against the configured limits.
+  Error ValidateKey(std::string_view key) const;
+  Error ValidateValue(std::string_view value) const;
+
+  // Runs `job` on node `node`'s pinned worker. Returns kQueueFull when the
+  // node's queue is full and kShuttingDown after Close() began; the job has
+  // then not been queued.
+  using Job = void (*)(void* context);
+  virtual Error SubmitToNode(int node, Job job, void* context) = 0;
+
+  // A consistent-enough copy of every node's statistics (each counter is
+  // exact; counters are not read at one instant).
+  virtual std::vector<NodeStatsSnapshot> Stats() const = 0;
+
+  // Bytes allocated outside the value pages (hash tables, ARC, page
+  // metadata), for the documented memory bound.
+  virtual size_t MetadataBytes() const = 0;
+
+ protected:
+  FurrBall() = default;
+};
+
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_FURRBALL_FURRBALL_H_

@@ -1,0 +1,77 @@
+// engine/furrball/options.h: how a FurrBall cache is configured.
+//
+// Thread safety: plain value.
+#ifndef FURRBALLS_ENGINE_FURRBALL_OPTIONS_H_
+#define FURRBALLS_ENGINE_FURRBALL_OPTIONS_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "engine/common/hash_pair.h"
+
+namespace furrballs {
+
+// Where a new key is placed (report §2.3, §3.3).
+enum class RoutingPolicy : uint8_t {
+  // The owner is a function of the key's hash: every operation knows its node
+  // without searching, and a per-node worker owns its shard outright. Default.
+  kHash = 0,
+  // Keys are spread over nodes in turn; Get searches the shards.
+  kRoundRobin = 1,
+  // A key lands on the writing thread's node (maximal read-after-write
+  // locality); Get searches the shards, local node first.
+  kThreadLocal = 2,
+};
+
+struct FurrBallOptions {
+  // Total bytes of value pages over all nodes, split evenly between nodes.
+  // A hard limit: pages are allocated once at start-up and never grow.
+  // Metadata (hash table, ARC lists) comes on top; see MetadataBytes().
+  size_t memory_budget_bytes = size_t{256} << 20;
+
+  // Size of one page, the unit of placement, compaction and spilling. Must be
+  // a power of two between 64 KiB and 64 MiB and at least max_value_bytes plus
+  // the entry header.
+  size_t page_size_bytes = size_t{2} << 20;
+
+  // Number of nodes to run on. 0 = every node the process may use (real
+  // topology). N > 0 with simulate_topology = true splits the allowed CPUs
+  // into N virtual nodes, so multi-node paths run on a one-node machine.
+  int node_count = 0;
+  bool simulate_topology = false;
+  // Busy-wait injected on every simulated remote access (report §5.1).
+  uint32_t simulated_remote_delay_ns = 0;
+
+  RoutingPolicy routing = RoutingPolicy::kHash;
+
+  // Limits on what a client may store. Anything over a limit is rejected with
+  // kKeyTooLarge / kValueTooLarge, never truncated.
+  size_t max_key_bytes = 250;
+  size_t max_value_bytes = size_t{1} << 20;
+
+  // Key slots per node (the hash table's and ARC's capacity). 0 = derived from
+  // the budget assuming an average entry of 128 bytes.
+  size_t max_keys_per_node = 0;
+
+  // When false, a write that needs space the cache does not have fails with
+  // kNoMemory instead of evicting.
+  bool eviction_enabled = true;
+
+  // Seed of the keyed hash. Identities differ between seeds, so a restarted
+  // server must reuse its secret to find its spilled pages again.
+  std::optional<HashSecret> hash_secret;
+  uint64_t hash_seed = 0;
+
+  // Period of each node's maintenance pass (staging relocation, page drain,
+  // TTL reclamation, PromoteBuf drain).
+  std::chrono::milliseconds maintenance_interval{2};
+
+  // Pin each node's maintenance worker to the node's CPUs.
+  bool pin_workers = true;
+};
+
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_FURRBALL_OPTIONS_H_

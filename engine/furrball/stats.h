@@ -1,0 +1,51 @@
+// engine/furrball/stats.h: per-node statistics snapshots (report §3.7).
+//
+// Thread safety: NodeStatsSnapshot is a plain value.
+//
+// Counters live in node-allocated blocks, one cache line per writer shard,
+// written without contended atomics on the request path; a snapshot sums the
+// shards at read time. Metrics code reads only snapshots.
+#ifndef FURRBALLS_ENGINE_FURRBALL_STATS_H_
+#define FURRBALLS_ENGINE_FURRBALL_STATS_H_
+
+#include <cstdint>
+
+namespace furrballs {
+
+struct NodeStatsSnapshot {
+  int node = 0;
+
+  // Requests.
+  uint64_t hits_local = 0;    // served by a thread on the key's node
+  uint64_t hits_remote = 0;   // served to a thread on another node
+  uint64_t misses = 0;
+  uint64_t sets = 0;
+  uint64_t deletes = 0;
+  uint64_t touches = 0;
+  uint64_t ttl_expirations = 0;
+
+  // Evictions by reason.
+  uint64_t evictions_capacity = 0;  // ARC chose a victim for room
+  uint64_t evictions_keys = 0;      // the key table was full
+
+  // Memory.
+  uint64_t live_keys = 0;
+  uint64_t live_bytes = 0;      // value bytes of live entries
+  uint64_t dead_bytes = 0;      // bytes of overwritten/evicted entries not yet reclaimed
+  uint64_t memory_limit_bytes = 0;
+  uint64_t pages_hot = 0;
+  uint64_t pages_cold = 0;
+  uint64_t pages_empty = 0;
+  uint64_t pages_freeze = 0;
+  uint64_t pages_staging = 0;
+  uint64_t staging_used_bytes = 0;
+
+  // Background work.
+  uint64_t relocations = 0;       // entries moved by staging relocation/drain
+  uint64_t pages_drained = 0;
+  uint64_t promote_drops = 0;     // PromoteBuf overflow
+};
+
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_FURRBALL_STATS_H_
