@@ -39,6 +39,12 @@ struct WriteOptions {
   uint64_t ttl_ms = 0;  // 0 = never expires
   SetMode mode = SetMode::kAlways;
   uint64_t expected_version = 0;  // read only with kIfVersion
+  // Write compaction (seeds/001): the number of earlier unconditional writes
+  // to this key that the caller merged into this one and acknowledges with
+  // versions of their own. The engine consumes that many versions just before
+  // this write's, so the merged writes' versions are
+  // version - superseded_writes ... version - 1, all of them already stale.
+  uint32_t superseded_writes = 0;
 };
 
 struct GetResult {
