@@ -35,6 +35,7 @@ for phase in "${phases[@]}"; do
   # shellcheck disable=SC2086
   bazel test $flags --test_summary=short --keep_going $targets \
     >"$out/$name.log" 2>&1
+  rc=$?
   grep -E '^//|^(ERROR|FAIL):' "$out/$name.log" | grep -v 'PASSED' | head -40
   # shellcheck disable=SC2086
   testlogs=$(bazel info $flags bazel-testlogs 2>/dev/null)
@@ -42,6 +43,14 @@ for phase in "${phases[@]}"; do
   if ! grep -qE '^//' "$out/$name.log"; then
     echo "   no test ran; last lines of the log:"
     tail -20 "$out/$name.log"
+    f=$((f + 1))
+  fi
+  # Exit 3 means "built, some tests failed" (already counted per case); any
+  # other failure means something did not build or Bazel itself failed, which
+  # per-target lines may not show, so it counts as a failure of its own.
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then
+    echo "   bazel exited with $rc (build or analysis error):"
+    grep -E '^ERROR' "$out/$name.log" | head -10
     f=$((f + 1))
   fi
   echo "   $name: $p passed, $f failed ($((SECONDS - start)) s)"
