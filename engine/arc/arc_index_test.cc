@@ -1,0 +1,160 @@
+#include "engine/arc/arc_index.h"
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/arc/arc_trace.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/raw_allocator.h"
+
+namespace furrballs {
+namespace {
+
+// The arena stand-in: slot -> key, as ArcFlatLists provides it.
+class Harness {
+ public:
+  explicit Harness(uint32_t max_keys)
+      : index_(*ArcIndex::Create(max_keys, RawAllocator::Default())),
+        keys_(max_keys) {
+    for (uint32_t s = 0; s < max_keys; ++s) free_.push_back(s);
+  }
+
+  uint32_t Find(const HashPair& k) const {
+    return index_.Find(k, [this](uint32_t s) -> const HashPair& {
+      return keys_[s];
+    });
+  }
+  void Insert(const HashPair& k) {
+    const uint32_t s = free_.back();
+    free_.pop_back();
+    keys_[s] = k;
+    index_.Insert(k, s);
+    model_[k] = s;
+  }
+  void Erase(const HashPair& k) {
+    const uint32_t s = model_.at(k);
+    index_.Erase(k, s);
+    model_.erase(k);
+    free_.push_back(s);
+  }
+  // Every key the model holds is found at its slot.
+  void ExpectAllFound() const {
+    for (const auto& [k, s] : model_) ASSERT_EQ(Find(k), s);
+  }
+  size_t size() const { return model_.size(); }
+  bool Has(const HashPair& k) const { return model_.count(k) != 0; }
+  const ArcIndex& index() const { return index_; }
+
+ private:
+  struct PairHash {
+    size_t operator()(const HashPair& h) const { return h.h2; }
+  };
+  ArcIndex index_;
+  std::vector<HashPair> keys_;
+  std::vector<uint32_t> free_;
+  std::unordered_map<HashPair, uint32_t, PairHash> model_;
+};
+
+TEST(ArcIndexTest, RejectsCapacitiesOutsideTheSlotEncoding) {
+  EXPECT_FALSE(ArcIndex::Create(0, RawAllocator::Default()).ok());
+  EXPECT_FALSE(ArcIndex::Create(kArcNil / 2, RawAllocator::Default()).ok());
+}
+
+TEST(ArcIndexTest, ReportsAllocationFailure) {
+  RawAllocator failing{[](void*, size_t) -> void* { return nullptr; },
+                       [](void*, void*, size_t) {}, nullptr};
+  absl::StatusOr<ArcIndex> index = ArcIndex::Create(16, failing);
+  ASSERT_FALSE(index.ok());
+  EXPECT_EQ(index.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(ArcIndexTest, LoadFactorIsAtMostOneHalf) {
+  for (uint32_t n : {1u, 2u, 3u, 7u, 1000u, 2000u}) {
+    absl::StatusOr<ArcIndex> index = ArcIndex::Create(n, RawAllocator::Default());
+    ASSERT_TRUE(index.ok());
+    EXPECT_GE(index->bucket_count(), 2u * n);
+    EXPECT_EQ(index->bucket_count() & (index->bucket_count() - 1), 0u);
+  }
+}
+
+TEST(ArcIndexTest, FindsInsertedKeysAndMissesOthers) {
+  Harness h(64);
+  for (uint64_t i = 0; i < 64; ++i) h.Insert(TraceKey(i));
+  h.ExpectAllFound();
+  for (uint64_t i = 64; i < 1000; ++i) EXPECT_EQ(h.Find(TraceKey(i)), kArcNil);
+}
+
+// Keys sharing a tag (the high half of H2) share a home bucket and compare
+// equal on the tag; only the full-key check tells them apart.
+TEST(ArcIndexTest, KeysWithTheSameTagCoexist) {
+  Harness h(16);
+  std::vector<HashPair> keys;
+  for (uint64_t i = 0; i < 16; ++i) {
+    keys.push_back(HashPair{i, (uint64_t{0xdeadbeef} << 32) | (i % 3)});
+  }
+  for (const HashPair& k : keys) h.Insert(k);
+  h.ExpectAllFound();
+  // Erase from the middle of the shared cluster, then the ends.
+  for (int i : {7, 0, 15, 3, 8}) {
+    h.Erase(keys[i]);
+    EXPECT_EQ(h.Find(keys[i]), kArcNil);
+    h.ExpectAllFound();
+  }
+}
+
+// Clusters that wrap from the last bucket to the first exercise the modular
+// distance arithmetic of the backward shift.
+TEST(ArcIndexTest, BackwardShiftAcrossTheTableEnd) {
+  Harness h(8);  // 16 buckets, mask 15
+  const size_t last = h.index().bucket_count() - 1;
+  std::vector<HashPair> keys;
+  for (uint64_t i = 0; i < 8; ++i) {
+    // Homes last-1, last, 0, 1, last, last-1, ...: one wrapped cluster.
+    const uint64_t home = (last - 1 + (i * 5) % 4) & last;
+    keys.push_back(HashPair{i, ((home | (i << 8)) << 32) | i});
+  }
+  for (const HashPair& k : keys) h.Insert(k);
+  h.ExpectAllFound();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    h.Erase(keys[i]);
+    EXPECT_EQ(h.Find(keys[i]), kArcNil);
+    h.ExpectAllFound();
+    h.Insert(keys[i]);
+    h.ExpectAllFound();
+  }
+}
+
+// ARC's churn pattern: the table stays near its maximum while keys are
+// erased and inserted forever. Without tombstones, every key stays findable
+// and no erase leaves a hole that breaks a probe chain.
+TEST(ArcIndexTest, ChurnAtFullLoadMatchesAModel) {
+  constexpr uint32_t kMax = 128;
+  Harness h(kMax);
+  TraceRng rng(7);
+  uint64_t next_id = 0;
+  std::vector<HashPair> live;
+  for (int op = 0; op < 100000; ++op) {
+    const bool insert = live.size() < kMax && (live.empty() || rng.Below(2));
+    if (insert) {
+      // A narrow tag range makes long clusters likely.
+      const HashPair k{next_id, (rng.Below(64) << 32) | next_id};
+      ++next_id;
+      h.Insert(k);
+      live.push_back(k);
+    } else {
+      const size_t i = rng.Below(live.size());
+      h.Erase(live[i]);
+      live[i] = live.back();
+      live.pop_back();
+    }
+    if (op % 4096 == 0) h.ExpectAllFound();
+  }
+  h.ExpectAllFound();
+  EXPECT_EQ(h.size(), live.size());
+}
+
+}  // namespace
+}  // namespace furrballs

@@ -1,0 +1,280 @@
+// engine/arc/arc_policy.h: the single-threaded ARC policy core over HashPair
+// keys (Megiddo & Modha, "ARC: A Self-Tuning, Low Overhead Replacement
+// Cache", FAST 2003, Fig. 4), on the flat lists of arc_flat_list.h.
+//
+// Thread safety: thread-compatible (REQUIRES external synchronization).
+// ConcurrentARC drives it under its write SpinLock.
+//
+// The policy only tracks keys; it stores no values. T1 ∪ T2 is the set of
+// resident keys (c at most); B1 and B2 are ghosts, keys recently evicted from
+// T1 and T2, whose re-reference steers the target size p of T1.
+//
+// The algorithm (c = capacity, "full" = |T1| + |T2| >= c):
+//
+//   Case I    x in T1 ∪ T2 (hit): move x to MRU of T2.
+//   Case II   x in B1: p = min(p + d1, c), d1 = 1 if |B1| >= |B2| else
+//             |B2| / |B1|; if full, REPLACE(x, p); move x to MRU of T2.
+//   Case III  x in B2: p = max(p - d2, 0), d2 = 1 if |B2| >= |B1| else
+//             |B1| / |B2|; if full, REPLACE(x, p); move x to MRU of T2.
+//   Case IV   x untracked (miss):
+//     A. |T1| + |B1| == c:
+//          |T1| < c: delete LRU of B1; if full, REPLACE(x, p).
+//          else (B1 is empty): delete LRU of T1 from the cache entirely. It
+//          is DROPPED, not moved to B1 (Finding 18: moving it inflates the
+//          ghosts, over-adapts p, and wrecks Zipfian hit rates).
+//     B. |T1| + |B1| < c: if the total is 2c, delete LRU of B2;
+//          if full, REPLACE(x, p).
+//     Put x at MRU of T1.
+//   REPLACE(x, p): if |T1| >= 1 and ((x in B2 and |T1| == p) or |T1| > p),
+//     move LRU of T1 to MRU of B1; else move LRU of T2 to MRU of B2.
+//
+// Two deliberate details:
+//
+//   - p and the deltas are integers (floor division), as in ZFS and most ARC
+//     implementations; the reference ARC in the tests does the same. The
+//     decrement is guarded against unsigned underflow (report §3.19):
+//     `p = p >= d ? p - d : 0`, never `max(0, p - d)`.
+//   - The paper REPLACEs when the directory holds >= c keys (Case IV B) or
+//     unconditionally (Cases II, III, IV A). Under the paper's own invariant
+//     ("if the directory holds >= c keys, the cache holds exactly c") that
+//     is the same as "if the cache is full", which is what is written here.
+//     The two differ only after keys leave the cache outside the algorithm
+//     (Forget, ForceEvict): the paper's rule would then evict on every miss
+//     forever and never let the cache refill; this one refills first. On any
+//     pure access trace the two produce identical hits and evictions (the
+//     equivalence tests check exactly that).
+//
+// The bounds |T1| + |T2| <= c, |T1| + |B1| <= c and |T1| + |T2| + |B1| +
+// |B2| <= 2c hold after every operation, including Forget and ForceEvict.
+//
+// Each miss is split in three steps so that ConcurrentARC can interleave the
+// CMap operations that must succeed before the lists change (report §3.18):
+//
+//   ArcMissPlan plan = PlanMiss(x);      // pure: decides, changes nothing
+//   ... erase plan.victim from the table; on failure stop here ...
+//   CommitEviction(plan);                // p, ghost deletion, victim move
+//   ... insert x into the table; on failure stop here ...
+//   Admit(plan, x);                      // x into T1 or T2
+//
+// Access() runs the three back to back; it is the simulator and benchmark
+// entry point.
+#ifndef FURRBALLS_ENGINE_ARC_ARC_POLICY_H_
+#define FURRBALLS_ENGINE_ARC_ARC_POLICY_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include <absl/status/statusor.h>
+
+#include "engine/arc/arc_flat_list.h"
+#include "engine/arc/arc_index.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/raw_allocator.h"
+
+namespace furrballs {
+
+// What PlanMiss decided for a key that is not resident.
+struct ArcMissPlan {
+  uint64_t new_p = 0;
+  ArcList x_from = ArcList::kNone;  // kNone (new key), kB1 or kB2
+  ArcList x_to = ArcList::kT1;      // kT1 (new key) or kT2 (ghost hit)
+  uint32_t x_slot = kArcNil;        // x's ghost slot, for a ghost hit
+  uint32_t ghost_to_delete = kArcNil;  // LRU of B1 or B2, or none
+  uint32_t victim = kArcNil;           // resident key leaving the cache
+  ArcList victim_to = ArcList::kNone;  // kB1, kB2, or kNone = dropped
+};
+
+// What one Access() did, for simulators and equivalence tests.
+struct ArcAccessResult {
+  bool hit = false;
+  bool evicted = false;            // a resident key left the cache
+  HashPair evicted_key;            // valid when evicted
+  ArcList evicted_to = ArcList::kNone;  // kB1, kB2, or kNone = dropped
+};
+
+// A resident key chosen for eviction outside the miss path.
+struct ArcVictim {
+  uint32_t slot = kArcNil;
+  ArcList to = ArcList::kNone;  // kB1 or kB2
+};
+
+template <typename Index = ArcIndex>
+class BasicArcPolicy {
+ public:
+  static absl::StatusOr<BasicArcPolicy> Create(uint32_t capacity,
+                                               RawAllocator alloc) {
+    absl::StatusOr<ArcFlatLists<Index>> lists =
+        ArcFlatLists<Index>::Create(capacity, alloc);
+    if (!lists.ok()) return lists.status();
+    return BasicArcPolicy(capacity, *std::move(lists));
+  }
+
+  BasicArcPolicy(BasicArcPolicy&&) noexcept = default;
+  BasicArcPolicy& operator=(BasicArcPolicy&&) = delete;
+
+  // One reference to `x`, start to finish.
+  ArcAccessResult Access(const HashPair& x) {
+    ArcAccessResult r;
+    const uint32_t s = lists_.Find(x);
+    if (s != kArcNil && IsResident(lists_.list_of(s))) {
+      Hit(s);
+      r.hit = true;
+      return r;
+    }
+    const ArcMissPlan plan = PlanMiss(x);
+    if (plan.victim != kArcNil) {
+      r.evicted = true;
+      r.evicted_key = lists_.key(plan.victim);
+      r.evicted_to = plan.victim_to;
+    }
+    CommitEviction(plan);
+    Admit(plan, x);
+    return r;
+  }
+
+  // Case I. Moves resident `slot` to MRU of T2; returns true if it came from
+  // T1 (a promotion), false if it was already in T2.
+  // REQUIRES: slot is resident.
+  bool Hit(uint32_t slot) {
+    const bool promoted = lists_.list_of(slot) == ArcList::kT1;
+    lists_.MoveToFront(slot, ArcList::kT2);
+    return promoted;
+  }
+
+  // Cases II-IV for a non-resident `x`, decided but not applied.
+  // REQUIRES: x is not in T1 ∪ T2.
+  ArcMissPlan PlanMiss(const HashPair& x) const {
+    const uint64_t c = capacity_;
+    const uint64_t t1 = lists_.size(ArcList::kT1);
+    const uint64_t t2 = lists_.size(ArcList::kT2);
+    const uint64_t b1 = lists_.size(ArcList::kB1);
+    const uint64_t b2 = lists_.size(ArcList::kB2);
+    const bool full = t1 + t2 >= c;
+
+    ArcMissPlan plan;
+    plan.new_p = p_;
+    plan.x_slot = lists_.Find(x);
+    plan.x_from =
+        plan.x_slot == kArcNil ? ArcList::kNone : lists_.list_of(plan.x_slot);
+
+    if (plan.x_from == ArcList::kB1) {  // Case II
+      const uint64_t d1 = b1 >= b2 ? 1 : b2 / b1;
+      plan.new_p = std::min(p_ + d1, c);
+      plan.x_to = ArcList::kT2;
+      if (full) PlanReplace(/*x_in_b2=*/false, plan.new_p, &plan);
+      return plan;
+    }
+    if (plan.x_from == ArcList::kB2) {  // Case III
+      const uint64_t d2 = b2 >= b1 ? 1 : b1 / b2;
+      plan.new_p = p_ >= d2 ? p_ - d2 : 0;  // §3.19 underflow guard
+      plan.x_to = ArcList::kT2;
+      if (full) PlanReplace(/*x_in_b2=*/true, plan.new_p, &plan);
+      return plan;
+    }
+    // Case IV.
+    plan.x_to = ArcList::kT1;
+    if (t1 + b1 >= c) {  // A: L1 is full
+      if (t1 < c) {
+        plan.ghost_to_delete = lists_.lru(ArcList::kB1);
+        if (full) PlanReplace(/*x_in_b2=*/false, p_, &plan);
+      } else {
+        plan.victim = lists_.lru(ArcList::kT1);
+        plan.victim_to = ArcList::kNone;  // dropped: Finding 18
+      }
+    } else {  // B
+      if (t1 + t2 + b1 + b2 >= 2 * c) {
+        plan.ghost_to_delete = lists_.lru(ArcList::kB2);
+      }
+      if (full) PlanReplace(/*x_in_b2=*/false, p_, &plan);
+    }
+    return plan;
+  }
+
+  // Applies the adaptation, the ghost deletion and the victim's move.
+  void CommitEviction(const ArcMissPlan& plan) {
+    p_ = plan.new_p;
+    if (plan.ghost_to_delete != kArcNil) lists_.Remove(plan.ghost_to_delete);
+    if (plan.victim != kArcNil) {
+      if (plan.victim_to == ArcList::kNone) {
+        lists_.Remove(plan.victim);
+      } else {
+        lists_.MoveToFront(plan.victim, plan.victim_to);
+      }
+    }
+  }
+
+  // Makes `x` resident per `plan`. REQUIRES: CommitEviction(plan) ran and
+  // nothing else changed the lists since PlanMiss.
+  void Admit(const ArcMissPlan& plan, const HashPair& x) {
+    if (plan.x_from == ArcList::kNone) {
+      lists_.PushFront(plan.x_to, x);
+    } else {
+      lists_.MoveToFront(plan.x_slot, plan.x_to);
+    }
+  }
+
+  // The resident key REPLACE would evict for a request not in B2: LRU of T1
+  // if |T1| >= 1 and |T1| > p, else LRU of T2 (falling back to the other list
+  // when the chosen one is empty). It goes to B1 or B2 respectively, which
+  // keeps |T1| + |B1| and the total unchanged. slot == kArcNil if the cache is
+  // empty.
+  ArcVictim PlanForceEvict() const {
+    ArcMissPlan plan;
+    PlanReplace(/*x_in_b2=*/false, p_, &plan);
+    return ArcVictim{plan.victim, plan.victim_to};
+  }
+  void CommitForceEvict(const ArcVictim& v) {
+    lists_.MoveToFront(v.slot, v.to);
+  }
+
+  // Stops tracking `x` wherever it is: a resident key leaves the cache
+  // without becoming a ghost, and a ghost is forgotten, so a deleted key can
+  // never later count as a recency signal and move p. Returns the list it was
+  // on (kNone if it was untracked).
+  ArcList Forget(const HashPair& x) {
+    const uint32_t s = lists_.Find(x);
+    if (s == kArcNil) return ArcList::kNone;
+    const ArcList was = lists_.list_of(s);
+    lists_.Remove(s);
+    return was;
+  }
+
+  uint32_t capacity() const { return capacity_; }
+  uint64_t p() const { return p_; }
+  uint32_t resident() const {
+    return lists_.size(ArcList::kT1) + lists_.size(ArcList::kT2);
+  }
+  const ArcFlatLists<Index>& lists() const { return lists_; }
+  size_t memory_bytes() const { return lists_.memory_bytes(); }
+
+ private:
+  BasicArcPolicy(uint32_t capacity, ArcFlatLists<Index> lists)
+      : capacity_(capacity), lists_(std::move(lists)) {}
+
+  void PlanReplace(bool x_in_b2, uint64_t p, ArcMissPlan* plan) const {
+    const uint64_t t1 = lists_.size(ArcList::kT1);
+    const bool from_t1 = t1 >= 1 && ((x_in_b2 && t1 == p) || t1 > p);
+    // The fallbacks never fire inside the algorithm proper (a full cache with
+    // an empty T2 has |T1| == c > p or x in B2 with |T1| == p == c); they
+    // matter for PlanForceEvict on a cache that is not full.
+    if ((from_t1 || lists_.size(ArcList::kT2) == 0) && t1 >= 1) {
+      plan->victim = lists_.lru(ArcList::kT1);
+      plan->victim_to = ArcList::kB1;
+    } else if (lists_.size(ArcList::kT2) >= 1) {
+      plan->victim = lists_.lru(ArcList::kT2);
+      plan->victim_to = ArcList::kB2;
+    }
+  }
+
+  uint32_t capacity_;
+  uint64_t p_ = 0;
+  ArcFlatLists<Index> lists_;
+};
+
+using ArcPolicy = BasicArcPolicy<ArcIndex>;
+
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_ARC_ARC_POLICY_H_

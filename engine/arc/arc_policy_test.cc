@@ -1,0 +1,363 @@
+#include "engine/arc/arc_policy.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/arc/arc_trace.h"
+#include "engine/arc/reference_arc.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/raw_allocator.h"
+
+namespace furrballs {
+namespace {
+
+constexpr ArcList kLists[] = {ArcList::kT1, ArcList::kT2, ArcList::kB1,
+                              ArcList::kB2};
+constexpr uint32_t kCapacities[] = {1, 2, 3, 7, 64, 1000};
+
+std::string Name(ArcList l) {
+  switch (l) {
+    case ArcList::kT1: return "T1";
+    case ArcList::kT2: return "T2";
+    case ArcList::kB1: return "B1";
+    case ArcList::kB2: return "B2";
+    case ArcList::kNone: return "dropped";
+  }
+  return "?";
+}
+
+std::vector<HashPair> Contents(const ArcPolicy& arc, ArcList l) {
+  std::vector<HashPair> out;
+  const auto& lists = arc.lists();
+  for (uint32_t s = lists.mru(l); s != kArcNil; s = lists.next(s)) {
+    out.push_back(lists.key(s));
+  }
+  return out;
+}
+
+ArcPolicy Make(uint32_t capacity) {
+  absl::StatusOr<ArcPolicy> arc =
+      ArcPolicy::Create(capacity, RawAllocator::Default());
+  EXPECT_TRUE(arc.ok()) << arc.status();
+  return *std::move(arc);
+}
+
+// Which of the paper's cases each access took (classified on the reference
+// before the access), so that tests can show they exercised all of them.
+struct CaseCounts {
+  uint64_t hits = 0;          // Case I
+  uint64_t b1_hits = 0;       // Case II
+  uint64_t b2_hits = 0;       // Case III
+  uint64_t misses = 0;        // Case IV
+  uint64_t drops = 0;         // Case IV A, LRU of T1 dropped (Finding 18)
+  uint64_t guarded_decrements = 0;  // Case III with delta > p (§3.19)
+  uint32_t max_size[4] = {0, 0, 0, 0};
+  uint32_t max_tracked = 0;
+};
+
+// The ARC bounds, on the production core.
+std::string CheckBounds(const ArcPolicy& arc) {
+  const auto& l = arc.lists();
+  const uint64_t c = arc.capacity();
+  const uint64_t t1 = l.size(ArcList::kT1), t2 = l.size(ArcList::kT2);
+  const uint64_t b1 = l.size(ArcList::kB1), b2 = l.size(ArcList::kB2);
+  std::ostringstream out;
+  if (t1 + t2 > c) out << "|T1|+|T2| = " << t1 + t2 << " > c; ";
+  if (t1 + b1 > c) out << "|T1|+|B1| = " << t1 + b1 << " > c; ";
+  if (t1 + t2 + b1 + b2 > 2 * c) out << "total > 2c; ";
+  if (arc.p() > c) out << "p = " << arc.p() << " > c; ";
+  return out.str();
+}
+
+// Runs `trace` through the production core and the reference, comparing
+// every step: hit or miss, which key left the cache and where it went, and p.
+// Returns an empty string, or a description of the first divergence.
+std::string Compare(const std::vector<HashPair>& trace, uint32_t c,
+                    CaseCounts* counts) {
+  ArcPolicy arc = Make(c);
+  ReferenceArc ref(c);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const HashPair& x = trace[i];
+    const ArcList before = ref.Where(x);
+    const uint64_t p_before = ref.p();
+    const uint64_t b1 = ref.size(ArcList::kB1), b2 = ref.size(ArcList::kB2);
+
+    const ArcAccessResult want = ref.Access(x);
+    const ArcAccessResult got = arc.Access(x);
+
+    std::ostringstream where;
+    where << "op " << i << " (key " << x.h2 << ", was "
+          << (before == ArcList::kNone ? "untracked" : "in " + Name(before))
+          << "): ";
+    if (got.hit != want.hit) {
+      return where.str() + (want.hit ? "reference hit, production missed"
+                                     : "reference missed, production hit");
+    }
+    if (got.evicted != want.evicted) {
+      return where.str() + (want.evicted ? "only the reference evicted"
+                                         : "only production evicted");
+    }
+    if (want.evicted && (!(got.evicted_key == want.evicted_key) ||
+                         got.evicted_to != want.evicted_to)) {
+      std::ostringstream o;
+      o << "reference evicted " << want.evicted_key.h2 << " to "
+        << Name(want.evicted_to) << ", production evicted "
+        << got.evicted_key.h2 << " to " << Name(got.evicted_to);
+      return where.str() + o.str();
+    }
+    if (arc.p() != ref.p()) {
+      std::ostringstream o;
+      o << "p " << arc.p() << " vs reference " << ref.p();
+      return where.str() + o.str();
+    }
+    if (const std::string bad = CheckBounds(arc); !bad.empty()) {
+      return where.str() + bad;
+    }
+    if (!IsResident(arc.lists().Where(x))) {
+      return where.str() + "accessed key is not resident afterwards";
+    }
+
+    switch (before) {
+      case ArcList::kT1:
+      case ArcList::kT2: ++counts->hits; break;
+      case ArcList::kB1: ++counts->b1_hits; break;
+      case ArcList::kB2:
+        ++counts->b2_hits;
+        if ((b2 >= b1 ? 1 : b1 / b2) > p_before) ++counts->guarded_decrements;
+        break;
+      case ArcList::kNone: ++counts->misses; break;
+    }
+    if (want.evicted && want.evicted_to == ArcList::kNone) ++counts->drops;
+    for (ArcList l : kLists) {
+      uint32_t& m = counts->max_size[static_cast<int>(l)];
+      m = std::max(m, arc.lists().size(l));
+    }
+    counts->max_tracked = std::max(counts->max_tracked, arc.lists().tracked());
+  }
+  for (ArcList l : kLists) {
+    if (Contents(arc, l) != ref.Contents(l)) {
+      return "final contents of " + Name(l) + " differ";
+    }
+  }
+  return "";
+}
+
+uint64_t UniverseFor(uint32_t c) {
+  return c >= 1000 ? 10 * uint64_t{c} : std::max<uint64_t>(10 * c, 8);
+}
+size_t OpsFor(uint32_t c) { return c >= 1000 ? 100000 : 30000; }
+
+class ArcEquivalenceTest
+    : public ::testing::TestWithParam<std::tuple<TraceKind, uint32_t>> {};
+
+TEST_P(ArcEquivalenceTest, SameHitsEvictionsAndPAsTheReference) {
+  const auto [kind, c] = GetParam();
+  const std::vector<HashPair> trace =
+      MakeTrace(kind, UniverseFor(c), OpsFor(c), /*seed=*/42 + c);
+  CaseCounts counts;
+  const std::string divergence = Compare(trace, c, &counts);
+  EXPECT_EQ(divergence, "") << TraceName(kind) << " c=" << c;
+
+  // The traces are only meaningful if they do what their names say.
+  if (kind == TraceKind::kScan) {
+    EXPECT_EQ(counts.hits, 0u);
+    EXPECT_GT(counts.drops, 0u);  // T1 fills, B1 stays empty: Case IV A drop
+  } else if (kind == TraceKind::kZipfian || kind == TraceKind::kRandomMix ||
+             kind == TraceKind::kTemporalShift) {
+    EXPECT_GT(counts.hits, 0u);
+    EXPECT_GT(counts.b1_hits + counts.b2_hits, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTracesAndCapacities, ArcEquivalenceTest,
+    ::testing::Combine(::testing::ValuesIn(kAllTraceKinds),
+                       ::testing::ValuesIn(kCapacities)),
+    [](const auto& info) {
+      return std::string(TraceName(std::get<0>(info.param))) + "_c" +
+             std::to_string(std::get<1>(info.param));
+    });
+
+// Many short random traces at small capacities: every list reaches its
+// largest possible size (c each; T1+T2+B1+B2 = 2c) without the arena running
+// out, every case of the paper occurs, and the p guard fires.
+TEST(ArcPolicyTest, ExtremeOccupancyAndAllCasesOnRandomTraces) {
+  for (uint32_t c : {1u, 2u, 3u, 4u, 7u}) {
+    CaseCounts counts;
+    TraceRng rng(c);
+    for (int round = 0; round < 200; ++round) {
+      const uint64_t universe = c + 1 + rng.Below(3 * c + 2);
+      std::vector<HashPair> trace;
+      for (int i = 0; i < 300; ++i) trace.push_back(TraceKey(rng.Below(universe)));
+      ASSERT_EQ(Compare(trace, c, &counts), "") << "c=" << c;
+    }
+    for (ArcList l : kLists) {
+      EXPECT_EQ(counts.max_size[static_cast<int>(l)], c)
+          << Name(l) << " c=" << c;
+    }
+    EXPECT_EQ(counts.max_tracked, 2 * c) << "c=" << c;
+    EXPECT_GT(counts.b1_hits, 0u);
+    EXPECT_GT(counts.b2_hits, 0u);
+    EXPECT_GT(counts.drops, 0u);
+    if (c > 1) {
+      EXPECT_GT(counts.guarded_decrements, 0u) << "c=" << c;
+    }
+  }
+}
+
+// The report's crash: with per-list arenas of c, T2 overflowed at c = 1000.
+// Drive T2 and B2 to c each (the directory to 2c) and keep going.
+TEST(ArcPolicyTest, T2AndB2AtTheirMaximaAtCapacity1000) {
+  constexpr uint32_t c = 1000;
+  std::vector<HashPair> trace;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t i = 0; i < c; ++i) trace.push_back(TraceKey(i));  // T2 = c
+  }
+  // Each round: a new key (REPLACE pushes LRU of T2 into B2, since T1 is
+  // empty), then a hit that moves it on into T2, leaving T1 empty again.
+  for (uint64_t i = c; i < 4 * c; ++i) {
+    trace.push_back(TraceKey(i));
+    trace.push_back(TraceKey(i));
+  }
+  CaseCounts counts;
+  ASSERT_EQ(Compare(trace, c, &counts), "");
+  EXPECT_EQ(counts.max_size[static_cast<int>(ArcList::kT2)], c);
+  EXPECT_EQ(counts.max_size[static_cast<int>(ArcList::kB2)], c);
+  EXPECT_EQ(counts.max_tracked, 2 * c);
+}
+
+// §3.19: p is unsigned; a decrement larger than p must clamp to 0, not wrap
+// (`std::max(0, p - d)` on size_t would leave p at SIZE_MAX).
+TEST(ArcPolicyTest, PDecrementClampsAtZero) {
+  ArcPolicy arc = Make(2);
+  ReferenceArc ref(2);
+  auto both = [&](uint64_t id) {
+    const HashPair k = TraceKey(id);
+    EXPECT_EQ(arc.Access(k).hit, ref.Access(k).hit);
+    EXPECT_EQ(arc.p(), ref.p());
+  };
+  // 1, 1, 2, 2: T2 = {2, 1}. 3 (new): T1 is empty, so REPLACE moves 1, the
+  // LRU of T2, to B2.
+  for (uint64_t id : {1, 1, 2, 2, 3}) both(id);
+  ASSERT_EQ(arc.lists().Where(TraceKey(1)), ArcList::kB2);
+  ASSERT_EQ(arc.p(), 0u);
+  both(1);  // Case III with p == 0 and delta == 1
+  EXPECT_EQ(arc.p(), 0u);
+  EXPECT_EQ(arc.lists().Where(TraceKey(1)), ArcList::kT2);
+}
+
+TEST(ArcPolicyTest, PIncrementSaturatesAtC) {
+  ArcPolicy arc = Make(3);
+  TraceRng rng(5);
+  for (int i = 0; i < 100000; ++i) {
+    arc.Access(TraceKey(rng.Below(12)));
+    ASSERT_LE(arc.p(), 3u);
+  }
+}
+
+TEST(ArcPolicyTest, NoAllocationAfterCreate) {
+  int allocations = 0;
+  RawAllocator counting{
+      [](void* ctx, size_t bytes) -> void* {
+        ++*static_cast<int*>(ctx);
+        return RawAllocator::Default().Allocate(bytes);
+      },
+      [](void*, void* p, size_t bytes) {
+        RawAllocator::Default().Deallocate(p, bytes);
+      },
+      &allocations};
+  absl::StatusOr<ArcPolicy> arc = ArcPolicy::Create(100, counting);
+  ASSERT_TRUE(arc.ok());
+  EXPECT_EQ(allocations, 2);  // the arena and the index
+  for (const HashPair& k : MakeTrace(TraceKind::kRandomMix, 1000, 50000, 1)) {
+    arc->Access(k);
+  }
+  EXPECT_EQ(allocations, 2);
+}
+
+TEST(ArcPolicyTest, ForceEvictOnEmptyCacheFindsNothing) {
+  ArcPolicy arc = Make(4);
+  EXPECT_EQ(arc.PlanForceEvict().slot, kArcNil);
+}
+
+// ForceEvict follows REPLACE (LRU of T1 while |T1| > p) into the ghosts, and
+// the cache then refills without evicting: the "REPLACE only when full" rule.
+TEST(ArcPolicyTest, ForceEvictMovesToGhostsAndTheCacheRefills) {
+  ArcPolicy arc = Make(4);
+  for (uint64_t id = 0; id < 4; ++id) arc.Access(TraceKey(id));  // T1 = 3210
+  const ArcVictim v = arc.PlanForceEvict();
+  ASSERT_NE(v.slot, kArcNil);
+  EXPECT_EQ(arc.lists().key(v.slot), TraceKey(0));
+  EXPECT_EQ(v.to, ArcList::kB1);
+  arc.CommitForceEvict(v);
+  EXPECT_EQ(arc.resident(), 3u);
+  EXPECT_EQ(arc.lists().Where(TraceKey(0)), ArcList::kB1);
+
+  const ArcAccessResult r = arc.Access(TraceKey(10));
+  EXPECT_FALSE(r.evicted);
+  EXPECT_EQ(arc.resident(), 4u);
+  EXPECT_EQ(CheckBounds(arc), "");
+}
+
+TEST(ArcPolicyTest, ForceEvictTakesT2WhenT1IsWithinP) {
+  ArcPolicy arc = Make(2);
+  // 1, 1: T2 = {1}. 2, 3: REPLACE moves 2 (T1 > p = 0) to B1. 2 again: a B1
+  // hit raises p to 1 and REPLACE takes 1 from T2. Now T1 = {3}, T2 = {2}.
+  for (uint64_t id : {1, 1, 2, 3, 2}) arc.Access(TraceKey(id));
+  ASSERT_EQ(arc.p(), 1u);
+  ASSERT_EQ(arc.lists().size(ArcList::kT1), 1u);
+  const ArcVictim v = arc.PlanForceEvict();  // |T1| == p: not > p
+  ASSERT_NE(v.slot, kArcNil);
+  EXPECT_EQ(arc.lists().key(v.slot), TraceKey(2));
+  EXPECT_EQ(v.to, ArcList::kB2);
+  arc.CommitForceEvict(v);
+  EXPECT_EQ(arc.lists().Where(TraceKey(2)), ArcList::kB2);
+  EXPECT_EQ(CheckBounds(arc), "");
+}
+
+// A forgotten key is neither resident nor a ghost: touching it again is a
+// plain miss (Case IV) and does not move p.
+TEST(ArcPolicyTest, ForgetLeavesNoGhost) {
+  ArcPolicy arc = Make(2);
+  for (uint64_t id : {1, 1, 2, 3}) arc.Access(TraceKey(id));
+  ASSERT_EQ(arc.lists().Where(TraceKey(2)), ArcList::kB1);
+  EXPECT_EQ(arc.Forget(TraceKey(2)), ArcList::kB1);  // a ghost
+  EXPECT_EQ(arc.Forget(TraceKey(1)), ArcList::kT2);  // a resident
+  EXPECT_EQ(arc.Forget(TraceKey(1)), ArcList::kNone);
+  EXPECT_EQ(arc.lists().Where(TraceKey(1)), ArcList::kNone);
+  const uint64_t p = arc.p();
+  EXPECT_FALSE(arc.Access(TraceKey(2)).hit);
+  EXPECT_EQ(arc.p(), p);
+  EXPECT_EQ(arc.lists().Where(TraceKey(2)), ArcList::kT1);
+}
+
+// Access, Forget and ForceEvict interleaved at random: the bounds hold and
+// every admitted key really is resident (the arena never runs out).
+TEST(ArcPolicyTest, BoundsHoldUnderForgetAndForceEvict) {
+  for (uint32_t c : {1u, 2u, 5u, 64u}) {
+    ArcPolicy arc = Make(c);
+    TraceRng rng(c * 31);
+    for (int op = 0; op < 60000; ++op) {
+      const HashPair k = TraceKey(rng.Below(4 * c + 4));
+      const uint64_t pick = rng.Below(20);
+      if (pick == 0) {
+        arc.Forget(k);
+      } else if (pick == 1) {
+        const ArcVictim v = arc.PlanForceEvict();
+        if (v.slot != kArcNil) arc.CommitForceEvict(v);
+      } else {
+        arc.Access(k);
+        ASSERT_TRUE(IsResident(arc.lists().Where(k))) << "op " << op;
+      }
+      ASSERT_EQ(CheckBounds(arc), "") << "c=" << c << " op " << op;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace furrballs
