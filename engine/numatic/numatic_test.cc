@@ -1,0 +1,450 @@
+#include "engine/numatic/numatic.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory_resource>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace furrballs {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<Numatic> MakeNumatic(int simulate_nodes = 0,
+                                     uint64_t delay_ns = 0) {
+  NumaticOptions options;
+  options.simulate_nodes = simulate_nodes;
+  options.remote_access_delay_ns = delay_ns;
+  absl::StatusOr<std::unique_ptr<Numatic>> numatic = Numatic::Create(options);
+  EXPECT_TRUE(numatic.ok()) << numatic.status();
+  return numatic.ok() ? *std::move(numatic) : nullptr;
+}
+
+bool IsAligned(const void* p, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+std::vector<int> AffinityOfThisThread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// Pinning changes the calling thread for good, so every pinning test runs
+// its body on a thread of its own.
+template <typename Body>
+void OnNewThread(Body body) {
+  std::thread(body).join();
+}
+
+TEST(NumaticTest, RealTopologyAllocationLandsOnItsNode) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  const size_t page = GetPageSize();
+  for (int node : numatic->topology().node_ids()) {
+    SCOPED_TRACE(node);
+    absl::StatusOr<NumaBlock> block = numatic->AllocateOnNode(1 << 20, node);
+    ASSERT_TRUE(block.ok()) << block.status();
+    EXPECT_EQ(block->node, node);
+    EXPECT_EQ(block->size, size_t{1} << 20);
+    EXPECT_EQ(block->pages, PageKind::kBase);
+    EXPECT_TRUE(IsAligned(block->data, page));
+    EXPECT_EQ(numatic->MappedBytes(node), block->size);
+    std::memset(block->data, 0xab, block->size);
+
+    // Every page is resident on the node it was asked for.
+    std::vector<const void*> pages;
+    for (size_t offset = 0; offset < block->size; offset += page) {
+      pages.push_back(static_cast<const char*>(block->data) + offset);
+    }
+    absl::StatusOr<std::vector<int>> nodes = QueryPageNodes(pages);
+    ASSERT_TRUE(nodes.ok()) << nodes.status();
+    EXPECT_EQ(*nodes, std::vector<int>(pages.size(), node));
+    absl::StatusOr<int> last =
+        GetPageNode(static_cast<const char*>(block->data) + block->size - 1);
+    ASSERT_TRUE(last.ok()) << last.status();
+    EXPECT_EQ(*last, node);
+
+    numatic->Free(*block);
+    EXPECT_EQ(numatic->MappedBytes(node), 0u);
+  }
+}
+
+TEST(NumaticTest, OnThisOneNodeMachineMemoryIsOnNodeZero) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  if (numatic->topology().node_ids() != std::vector<int>{0}) {
+    GTEST_SKIP() << "not a one-node machine";
+  }
+  absl::StatusOr<NumaBlock> block = numatic->AllocateLocal(4096);
+  ASSERT_TRUE(block.ok()) << block.status();
+  EXPECT_EQ(block->node, 0);
+  EXPECT_EQ(*GetPageNode(block->data), 0);
+  numatic->Free(*block);
+}
+
+TEST(NumaticTest, RoundsUpToWholePages) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic(2);
+  ASSERT_NE(numatic, nullptr);
+  absl::StatusOr<NumaBlock> block = numatic->AllocateOnNode(1, 1);
+  ASSERT_TRUE(block.ok()) << block.status();
+  EXPECT_EQ(block->size, GetPageSize());
+  EXPECT_TRUE(IsAligned(block->data, kCacheLineSize));
+  numatic->Free(*block);
+}
+
+TEST(NumaticTest, BadRequestsAreErrorsWithUsefulMessages) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic(4);
+  ASSERT_NE(numatic, nullptr);
+
+  absl::StatusOr<NumaBlock> block = numatic->AllocateOnNode(4096, 4);
+  ASSERT_FALSE(block.ok());
+  EXPECT_EQ(ErrorOf(block.status()), Error::kNoSuchNode);
+  EXPECT_THAT(std::string(block.status().message()),
+              HasSubstr("node 4 is not in this simulated topology; usable "
+                        "nodes are 0-3"));
+  EXPECT_EQ(ErrorOf(numatic->AllocateOnNodeHuge(4096, -1).status()),
+            Error::kNoSuchNode);
+  EXPECT_EQ(ErrorOf(numatic->AllocateOnNode(0, 0).status()),
+            Error::kInvalidArgument);
+  EXPECT_EQ(ErrorOf(numatic->PinCurrentThreadToNode(17)), Error::kNoSuchNode);
+  EXPECT_EQ(ErrorOf(numatic->NodeResource(8).status()), Error::kNoSuchNode);
+  EXPECT_EQ(ErrorOf(numatic->NodeAllocator(8).status()), Error::kNoSuchNode);
+  EXPECT_EQ(numatic->GetDistance(0, 8), -1);
+  EXPECT_EQ(numatic->MappedBytes(8), 0u);
+
+  std::unique_ptr<Numatic> real = MakeNumatic();
+  ASSERT_NE(real, nullptr);
+  const absl::Status status = real->AllocateOnNode(4096, 4096).status();
+  EXPECT_EQ(ErrorOf(status), Error::kNoSuchNode);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("node 4096"));
+
+  absl::StatusOr<std::unique_ptr<Numatic>> negative =
+      Numatic::Create(NumaticOptions{-1});
+  EXPECT_EQ(ErrorOf(negative.status()), Error::kInvalidArgument);
+  EXPECT_EQ(ErrorOf(Numatic::Create(NumaticOptions{65}).status()),
+            Error::kInvalidTopology);
+}
+
+TEST(NumaticTest, KernelRefusalIsAllocationFailed) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  const int node = numatic->topology().nodes().front().id;
+  // 1 PiB: more than the 128 TiB user address space, so mmap must refuse.
+  for (size_t bytes : {size_t{1} << 50, ~size_t{0}}) {
+    absl::StatusOr<NumaBlock> block = numatic->AllocateOnNode(bytes, node);
+    ASSERT_FALSE(block.ok());
+    EXPECT_EQ(ErrorOf(block.status()), Error::kAllocationFailed);
+    EXPECT_THAT(std::string(block.status().message()),
+                HasSubstr("node " + std::to_string(node)));
+  }
+  EXPECT_EQ(numatic->MappedBytes(node), 0u);
+}
+
+TEST(NumaticTest, HugeAllocationIsHugeAlignedAndPlaced) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  const size_t huge = GetHugePageSize();
+  ASSERT_GT(huge, GetPageSize());
+  EXPECT_EQ(GetHugePageInfo().page_size, huge);
+  for (int node : numatic->topology().node_ids()) {
+    absl::StatusOr<NumaBlock> block = numatic->AllocateOnNodeHuge(1, node);
+    ASSERT_TRUE(block.ok()) << block.status();
+    EXPECT_EQ(block->size, huge);
+    EXPECT_NE(block->pages, PageKind::kBase);
+    EXPECT_TRUE(IsAligned(block->data, huge));
+    EXPECT_EQ(*GetPageNode(block->data), node);
+    numatic->Free(*block);
+  }
+  OnNewThread([&] {
+    const int node = numatic->topology().nodes().back().id;
+    ASSERT_TRUE(numatic->PinCurrentThreadToNode(node).ok());
+    absl::StatusOr<NumaBlock> block = numatic->AllocateLocalHuge(huge + 1);
+    ASSERT_TRUE(block.ok()) << block.status();
+    EXPECT_EQ(block->node, node);
+    EXPECT_EQ(block->size, 2 * huge);
+    numatic->Free(*block);
+  });
+}
+
+TEST(NumaticTest, AllOrNothingAllocatesOnEveryNode) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic(4);
+  ASSERT_NE(numatic, nullptr);
+  const std::vector<int> nodes = {0, 1, 2, 3};
+  absl::StatusOr<std::vector<NumaBlock>> blocks =
+      numatic->AllocateOnEachNode(64 << 10, nodes);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  ASSERT_EQ(blocks->size(), 4u);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ((*blocks)[k].node, k);
+    EXPECT_EQ(numatic->MappedBytes(k), size_t{64} << 10);
+  }
+  for (const NumaBlock& block : *blocks) numatic->Free(block);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(numatic->MappedBytes(k), 0u);
+}
+
+TEST(NumaticTest, AllOrNothingFreesWhatItGotWhenANodeFails) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic(4);
+  ASSERT_NE(numatic, nullptr);
+  const std::vector<int> nodes = {0, 1, 2, 3, 7};
+  absl::StatusOr<std::vector<NumaBlock>> blocks =
+      numatic->AllocateOnEachNode(64 << 10, nodes);
+  ASSERT_FALSE(blocks.ok());
+  EXPECT_EQ(ErrorOf(blocks.status()), Error::kNoSuchNode);
+  EXPECT_THAT(std::string(blocks.status().message()),
+              HasSubstr("failed at node 7 (5 of 5); freed the 4 block(s)"));
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(numatic->MappedBytes(k), 0u);
+
+  // The same on the real topology, failing on the kernel's refusal.
+  std::unique_ptr<Numatic> real = MakeNumatic();
+  ASSERT_NE(real, nullptr);
+  const int node = real->topology().nodes().front().id;
+  absl::StatusOr<std::vector<NumaBlock>> huge =
+      real->AllocateOnEachNode(size_t{1} << 50, std::vector<int>{node});
+  EXPECT_EQ(ErrorOf(huge.status()), Error::kAllocationFailed);
+  absl::StatusOr<std::vector<NumaBlock>> partial =
+      real->AllocateOnEachNode(4096, std::vector<int>{node, node, -3});
+  EXPECT_EQ(ErrorOf(partial.status()), Error::kNoSuchNode);
+  EXPECT_THAT(std::string(partial.status().message()),
+              HasSubstr("freed the 2 block(s)"));
+  EXPECT_EQ(real->MappedBytes(node), 0u);
+}
+
+TEST(NumaticTest, PinningAndGetCurrentNodeAgreeOnTheRealTopology) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  for (const NodeInfo& node : numatic->topology().nodes()) {
+    OnNewThread([&] {
+      ASSERT_TRUE(numatic->PinCurrentThreadToNode(node.id).ok());
+      EXPECT_EQ(AffinityOfThisThread(), node.cpus);
+      EXPECT_EQ(numatic->GetCurrentNode(), node.id);
+      EXPECT_EQ(numatic->GetCurrentNodeUncached(), node.id);
+      const int cpu = sched_getcpu();
+      EXPECT_TRUE(std::find(node.cpus.begin(), node.cpus.end(), cpu) !=
+                  node.cpus.end());
+      absl::StatusOr<NumaBlock> block = numatic->AllocateLocal(8192);
+      ASSERT_TRUE(block.ok()) << block.status();
+      EXPECT_EQ(block->node, node.id);
+      EXPECT_EQ(*GetPageNode(block->data), node.id);
+      numatic->Free(*block);
+    });
+  }
+}
+
+TEST(NumaticTest, PinningToVirtualNodes) {
+  const std::vector<int> cpus = AffinityOfThisThread();
+  for (int count : {2, 4, 8}) {
+    SCOPED_TRACE(count);
+    std::unique_ptr<Numatic> numatic = MakeNumatic(count);
+    ASSERT_NE(numatic, nullptr);
+    for (const NodeInfo& node : numatic->topology().nodes()) {
+      OnNewThread([&] {
+        ASSERT_TRUE(numatic->PinCurrentThreadToNode(node.id).ok());
+        EXPECT_EQ(AffinityOfThisThread(), node.cpus);
+        // The cache holds the pinned node even when virtual nodes share
+        // CPUs and the CPU alone could not tell them apart.
+        EXPECT_EQ(numatic->GetCurrentNode(), node.id);
+        const int uncached = numatic->GetCurrentNodeUncached();
+        const NodeInfo* owner = numatic->topology().FindNode(uncached);
+        ASSERT_NE(owner, nullptr);
+        EXPECT_EQ(owner->cpus, node.cpus);
+        if (cpus.size() >= static_cast<size_t>(count)) {
+          EXPECT_EQ(uncached, node.id);
+        } else {
+          EXPECT_LE(uncached, node.id);
+        }
+      });
+    }
+  }
+}
+
+TEST(NumaticTest, EachNumaticKeepsItsOwnCurrentNodeCache) {
+  std::unique_ptr<Numatic> simulated = MakeNumatic(8);
+  std::unique_ptr<Numatic> real = MakeNumatic();
+  ASSERT_NE(simulated, nullptr);
+  ASSERT_NE(real, nullptr);
+  OnNewThread([&] {
+    ASSERT_TRUE(simulated->PinCurrentThreadToNode(5).ok());
+    EXPECT_EQ(simulated->GetCurrentNode(), 5);
+    // The real Numatic must not read virtual node 5 from the shared cache.
+    const int node = real->GetCurrentNode();
+    EXPECT_NE(real->topology().FindNode(node), nullptr);
+    EXPECT_EQ(node, real->GetCurrentNodeUncached());
+  });
+  OnNewThread([&] {
+    // An unpinned thread still gets a node of the topology.
+    EXPECT_NE(simulated->topology().FindNode(simulated->GetCurrentNode()),
+              nullptr);
+  });
+}
+
+TEST(NumaticTest, NodeMemoryResourceBacksPmrContainers) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  const int node = numatic->topology().nodes().back().id;
+  absl::StatusOr<NumaNodeMemoryResource*> resource =
+      numatic->NodeResource(node);
+  ASSERT_TRUE(resource.ok()) << resource.status();
+  EXPECT_EQ((*resource)->node(), node);
+  {
+    std::pmr::vector<uint64_t> values(*resource);
+    for (uint64_t i = 0; i < 100000; ++i) values.push_back(i);
+    EXPECT_EQ(values[99999], 99999u);
+    EXPECT_TRUE(IsAligned(values.data(), kCacheLineSize));
+    EXPECT_EQ(*GetPageNode(values.data()), node);
+    EXPECT_GE(numatic->MappedBytes(node), 100000 * sizeof(uint64_t));
+  }
+  EXPECT_EQ(numatic->MappedBytes(node), 0u);
+
+  // Alignment beyond a page is honoured, and release is exact.
+  void* p = (*resource)->allocate(100, size_t{1} << 21);
+  EXPECT_TRUE(IsAligned(p, size_t{1} << 21));
+  (*resource)->deallocate(p, 100, size_t{1} << 21);
+  EXPECT_EQ(numatic->MappedBytes(node), 0u);
+
+  EXPECT_THROW(static_cast<void>((*resource)->allocate(size_t{1} << 50)),
+               std::bad_alloc);
+  EXPECT_TRUE((*resource)->is_equal(**resource));
+  EXPECT_FALSE((*resource)->is_equal(*std::pmr::new_delete_resource()));
+}
+
+TEST(NumaticTest, NodeMemoryResourceOnAVirtualNode) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic(8);
+  ASSERT_NE(numatic, nullptr);
+  absl::StatusOr<NumaNodeMemoryResource*> resource = numatic->NodeResource(6);
+  ASSERT_TRUE(resource.ok());
+  std::pmr::vector<int> values({1, 2, 3}, *resource);
+  EXPECT_EQ(values.size(), 3u);
+  EXPECT_GT(numatic->MappedBytes(6), 0u);
+  EXPECT_EQ(numatic->MappedBytes(5), 0u);
+  EXPECT_FALSE((*resource)->is_equal(**numatic->NodeResource(5)));
+}
+
+TEST(NumaticTest, RawAllocatorPlacesOnItsNode) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  const int node = numatic->topology().nodes().front().id;
+  absl::StatusOr<RawAllocator> allocator = numatic->NodeAllocator(node);
+  ASSERT_TRUE(allocator.ok()) << allocator.status();
+  // The context is the node's resource, which names the node.
+  EXPECT_EQ(static_cast<NumaNodeMemoryResource*>(allocator->context)->node(),
+            node);
+  void* p = allocator->Allocate(1000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(IsAligned(p, kCacheLineSize));
+  std::memset(p, 1, 1000);
+  EXPECT_EQ(*GetPageNode(p), node);
+  allocator->Deallocate(p, 1000);
+  EXPECT_EQ(numatic->MappedBytes(node), 0u);
+  EXPECT_EQ(allocator->Allocate(size_t{1} << 50), nullptr);
+}
+
+TEST(NumaticTest, RemoteDelayOnlyBetweenDifferentNodes) {
+  std::unique_ptr<Numatic> delayed = MakeNumatic(4, 50);
+  ASSERT_NE(delayed, nullptr);
+  EXPECT_EQ(delayed->remote_access_delay_ns(), 50u);
+  int waits = 0;
+  for (int from = 0; from < 4; ++from) {
+    for (int to = 0; to < 4; ++to) {
+      const bool waited = delayed->SimulateRemoteAccess(from, to);
+      EXPECT_EQ(waited, from != to) << from << "->" << to;
+      waits += waited ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(waits, 12);
+
+  std::unique_ptr<Numatic> undelayed = MakeNumatic(4);
+  ASSERT_NE(undelayed, nullptr);
+  EXPECT_FALSE(undelayed->SimulateRemoteAccess(0, 1));
+  EXPECT_FALSE(undelayed->SimulateRemoteAccess(2, 2));
+
+  // The delay also applies to a real topology (a QEMU guest's nodes).
+  std::unique_ptr<Numatic> real = MakeNumatic(0, 20);
+  ASSERT_NE(real, nullptr);
+  EXPECT_TRUE(real->SimulateRemoteAccess(0, 1));
+  EXPECT_FALSE(real->SimulateRemoteAccess(0, 0));
+}
+
+TEST(NumaticTest, MovePagesOnTheRealTopology) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  const int node = numatic->topology().nodes().back().id;
+  absl::StatusOr<NumaBlock> block = numatic->AllocateOnNode(16384, node);
+  ASSERT_TRUE(block.ok());
+  std::vector<void*> pages;
+  for (size_t offset = 0; offset < block->size; offset += GetPageSize()) {
+    pages.push_back(static_cast<char*>(block->data) + offset + 7);
+  }
+  absl::StatusOr<std::vector<int>> moved = numatic->MovePages(pages, node);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, std::vector<int>(pages.size(), node));
+  EXPECT_EQ(ErrorOf(numatic->MovePages(pages, 4096).status()),
+            Error::kNoSuchNode);
+  numatic->Free(*block);
+
+  std::unique_ptr<Numatic> simulated = MakeNumatic(2);
+  ASSERT_NE(simulated, nullptr);
+  EXPECT_EQ(ErrorOf(simulated->MovePages(pages, 1).status()),
+            Error::kInvalidTopology);
+}
+
+TEST(NumaticTest, PageQueriesOfPagesWithoutANode) {
+  const size_t page = GetPageSize();
+  void* untouched = mmap(nullptr, page, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(untouched, MAP_FAILED);
+  absl::StatusOr<int> node = GetPageNode(untouched);
+  ASSERT_FALSE(node.ok());
+  EXPECT_EQ(ErrorOf(node.status()), Error::kInvalidArgument);
+  EXPECT_THAT(std::string(node.status().message()),
+              HasSubstr("never touched"));
+  munmap(untouched, page);
+}
+
+TEST(NumaticTest, HugePageAvailabilityIsConsistent) {
+  const HugePageInfo info = GetHugePageInfo();
+  EXPECT_EQ(IsHugePagesAvailable(),
+            info.hugetlb_free_pages > 0 ||
+                (!info.transparent_mode.empty() &&
+                 info.transparent_mode != "never"));
+}
+
+TEST(NumaticTest, ConcurrentAllocationPinningAndLookups) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic(4, 10);
+  ASSERT_NE(numatic, nullptr);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      ASSERT_TRUE(numatic->PinCurrentThreadToNode(t).ok());
+      for (int i = 0; i < 50; ++i) {
+        const int node = (t + i) % 4;
+        absl::StatusOr<NumaBlock> block = numatic->AllocateOnNode(8192, node);
+        ASSERT_TRUE(block.ok()) << block.status();
+        static_cast<char*>(block->data)[0] = static_cast<char>(i);
+        numatic->SimulateRemoteAccess(numatic->GetCurrentNode(), node);
+        numatic->Free(*block);
+        EXPECT_EQ(numatic->GetCurrentNode(), t);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(numatic->MappedBytes(k), 0u);
+}
+
+}  // namespace
+}  // namespace furrballs

@@ -1,0 +1,131 @@
+// engine/numatic/topology.h: the NUMA topology a Furrballs process runs on,
+// either discovered from the machine or simulated (report §2.6).
+//
+// Thread safety: a Topology is an immutable value; share it freely. Discover()
+// and Simulate() may be called from any thread.
+//
+// A Topology lists the nodes the process may use, not the nodes the machine
+// has. Discovery starts from the calling thread's CPU affinity
+// (sched_getaffinity, which a Kubernetes cpuset, `taskset` or
+// `numactl --cpunodebind` narrows) and the memory nodes the cpuset allows
+// (get_mempolicy(MPOL_F_MEMS_ALLOWED)). A node is kept only if it has at
+// least one allowed CPU and its memory is allowed, because every Furrballs
+// shard needs both a pinned worker and node-local memory. Memory-only nodes
+// (CXL expanders) are therefore excluded today; excluded_nodes() says why
+// each one was dropped. Call Discover() before pinning any thread, from a
+// thread that still has the process's full affinity.
+//
+// When libnuma reports that NUMA is unavailable (no kernel support), the
+// topology is one node, id 0, holding every allowed CPU.
+//
+// A simulated topology splits the allowed CPUs into N virtual nodes so that
+// every multi-node path can run on a one-node machine:
+//   * with at least N CPUs, node k gets the k-th contiguous slice of them;
+//   * with fewer CPUs than nodes, node k gets CPU (k mod CPUs): nodes share
+//     CPUs round-robin (a 2-core machine still has 8 virtual nodes);
+//   * distances are synthetic: kLocalDistance on the diagonal, the configured
+//     remote distance elsewhere;
+//   * each node reports an equal share of the allowed memory; memory is not
+//     bound to anything (see numatic.h).
+#ifndef FURRBALLS_ENGINE_NUMATIC_TOPOLOGY_H_
+#define FURRBALLS_ENGINE_NUMATIC_TOPOLOGY_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+namespace furrballs {
+
+// ACPI SLIT distances: 10 is a node's distance to itself, and 21 is what
+// two-socket Intel servers (and the QEMU guests in tests/numa_guest) report.
+inline constexpr int kLocalDistance = 10;
+inline constexpr int kDefaultRemoteDistance = 21;
+
+// A bound that keeps per-node arrays small; no shipping machine has more
+// nodes than this within one process's cpuset, and simulation needs fewer.
+inline constexpr int kMaxSimulatedNodes = 64;
+
+struct NodeInfo {
+  int id = 0;               // kernel node id (real) or 0..N-1 (simulated)
+  std::vector<int> cpus;    // allowed CPUs of this node, ascending
+  std::vector<int> distances;  // distances[i]: distance to Topology::nodes()[i]
+  uint64_t memory_bytes = 0;   // node memory (simulated: an equal share)
+  uint64_t free_bytes = 0;     // free at discovery time
+};
+
+// A node of the machine that the topology leaves out, and why.
+struct ExcludedNode {
+  int id = 0;
+  std::string reason;  // e.g. "no allowed CPUs", "memory not allowed"
+};
+
+struct SimulationOptions {
+  // Virtual node count, 1..kMaxSimulatedNodes.
+  int nodes = 2;
+  // Distance between two different virtual nodes; must exceed
+  // kLocalDistance and fit the SLIT byte (255).
+  int remote_distance = kDefaultRemoteDistance;
+};
+
+class Topology {
+ public:
+  // The machine's topology as the calling thread may use it. Fails with
+  // kInvalidTopology when no node has both an allowed CPU and allowed memory.
+  static absl::StatusOr<Topology> Discover();
+
+  // N virtual nodes over the calling thread's allowed CPUs. Fails with
+  // kInvalidTopology for a node count or distance out of range.
+  static absl::StatusOr<Topology> Simulate(const SimulationOptions& options);
+
+  bool simulated() const { return simulated_; }
+  // Whether libnuma found kernel NUMA support (false for simulated ones).
+  bool numa_available() const { return numa_available_; }
+
+  // CPUs and memory nodes the process may use, as seen by Discover() or
+  // Simulate(); ascending.
+  const std::vector<int>& allowed_cpus() const { return allowed_cpus_; }
+  const std::vector<int>& allowed_memory_nodes() const {
+    return allowed_memory_nodes_;
+  }
+
+  // Usable nodes in ascending id order; never empty.
+  const std::vector<NodeInfo>& nodes() const { return nodes_; }
+  int node_count() const { return static_cast<int>(nodes_.size()); }
+  std::vector<int> node_ids() const;
+  const std::vector<ExcludedNode>& excluded_nodes() const {
+    return excluded_nodes_;
+  }
+
+  // The node with this id, or nullptr.
+  const NodeInfo* FindNode(int node) const;
+  // OK if `node` is usable; otherwise kNoSuchNode with a message naming the
+  // node and the usable set.
+  absl::Status CheckNode(int node) const;
+  // Distance between two usable nodes; -1 if either is not usable.
+  int Distance(int from, int to) const;
+
+  // A multi-line report for people: kind, allowed CPUs and memory nodes,
+  // each node's CPUs and memory, excluded nodes, the distance matrix.
+  std::string ToString() const;
+
+ private:
+  Topology() = default;
+
+  bool simulated_ = false;
+  bool numa_available_ = false;
+  std::vector<int> allowed_cpus_;
+  std::vector<int> allowed_memory_nodes_;
+  std::vector<NodeInfo> nodes_;
+  std::vector<ExcludedNode> excluded_nodes_;
+};
+
+// Formats ascending ids the way the kernel does ("0-3,8,10-11"); "" if empty.
+std::string FormatIdList(std::span<const int> ids);
+
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_NUMATIC_TOPOLOGY_H_
