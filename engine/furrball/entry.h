@@ -1,0 +1,168 @@
+// engine/furrball/entry.h: the self-describing entry format of value pages,
+// and the word-atomic copies that read and write page bytes.
+//
+// Thread safety: the functions are thread-safe in the sense that every
+// access to page memory is an atomic 8-byte load or store, so concurrent use
+// is never a data race; whether the bytes a reader copied are consistent is
+// decided by the caller's protocol (node_shard.h), not here.
+//
+// Layout. A page is a sequence of entries laid end to end from offset 0 up to
+// the page's bump pointer. Each entry is
+//
+//   word 0   H1 of the key's HashPair
+//   word 1   H2
+//   word 2   value size (low 32 bits) | capacity (high 32 bits)
+//   word 3.. the value bytes, zero-padded to a multiple of 8
+//
+// capacity is the entry's footprint in bytes (header + value + padding), a
+// multiple of 8, so an entry at offset o is followed by one at o + capacity.
+// Walking a page from 0 therefore enumerates its entries without any
+// per-page key index (the report's KeyIndex), and whether an entry is live is
+// answered by the CMap: it is iff the key's KeyMeta points at this page,
+// generation and offset. Relocation, page drain, TTL reclamation and (later)
+// whole-page spill all use that walk; a spilled page is its own PageBlob.
+//
+// An in-place overwrite may shrink the value; the capacity stays, so the
+// walk is unaffected and the spare bytes count as padding until the entry is
+// relocated, which writes it back with a tight footprint.
+//
+// Memory order. Stores are release and loads acquire. On x86-64 both are
+// plain MOVs (no fence, no locked instruction), so this costs only the
+// compiler's freedom to merge words; in exchange a reader that observes any
+// word stored by a writer also observes everything the writer did before
+// that store (its seqlock acquisition, its page reservation), which is the
+// edge the Get protocol relies on (node_shard.h). Relaxed word copies would
+// need stand-alone fences, which ThreadSanitizer does not model.
+#ifndef FURRBALLS_ENGINE_FURRBALL_ENTRY_H_
+#define FURRBALLS_ENGINE_FURRBALL_ENTRY_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "engine/common/hash_pair.h"
+
+namespace furrballs {
+namespace furrball_internal {
+
+inline constexpr uint32_t kEntryAlignment = 8;
+inline constexpr uint32_t kEntryHeaderBytes = 24;
+static_assert(kEntryHeaderBytes % kEntryAlignment == 0,
+              "the value must start on a word boundary for word copies");
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
+                  std::atomic<uint64_t>::is_always_lock_free,
+              "page words are accessed through atomic_ref<uint64_t>");
+
+// The footprint of an entry holding `value_size` bytes.
+constexpr uint64_t EntryFootprint(uint64_t value_size) {
+  return (kEntryHeaderBytes + value_size + kEntryAlignment - 1) &
+         ~uint64_t{kEntryAlignment - 1};
+}
+
+struct EntryHeader {
+  HashPair hash;
+  uint32_t size = 0;      // value bytes
+  uint32_t capacity = 0;  // footprint
+};
+
+inline void StoreWord(uint8_t* p, uint64_t v) {
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p))
+      .store(v, std::memory_order_release);
+}
+
+inline uint64_t LoadWord(const uint8_t* p) {
+  return std::atomic_ref<uint64_t>(
+             *reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(p)))
+      .load(std::memory_order_acquire);
+}
+
+inline EntryHeader ReadEntryHeader(const uint8_t* entry) {
+  EntryHeader h;
+  h.hash.h1 = LoadWord(entry);
+  h.hash.h2 = LoadWord(entry + 8);
+  const uint64_t w = LoadWord(entry + 16);
+  h.size = static_cast<uint32_t>(w);
+  h.capacity = static_cast<uint32_t>(w >> 32);
+  return h;
+}
+
+inline void WriteSizeWord(uint8_t* entry, uint32_t size, uint32_t capacity) {
+  StoreWord(entry + 16, uint64_t{size} | (uint64_t{capacity} << 32));
+}
+
+// Writes `value` into the entry's value area, zero-padding the last word.
+// REQUIRES: EntryFootprint(value.size()) <= the entry's capacity.
+inline void WriteValueWords(uint8_t* entry, std::string_view value) {
+  uint8_t* dst = entry + kEntryHeaderBytes;
+  const char* src = value.data();
+  size_t left = value.size();
+  while (left >= 8) {
+    uint64_t w;
+    std::memcpy(&w, src, 8);
+    StoreWord(dst, w);
+    dst += 8;
+    src += 8;
+    left -= 8;
+  }
+  if (left > 0) {
+    uint64_t w = 0;
+    std::memcpy(&w, src, left);
+    StoreWord(dst, w);
+  }
+}
+
+// Writes a whole entry: value first, then the header.
+inline void WriteEntry(uint8_t* entry, const HashPair& hash,
+                       std::string_view value, uint32_t capacity) {
+  WriteValueWords(entry, value);
+  StoreWord(entry, hash.h1);
+  StoreWord(entry + 8, hash.h2);
+  WriteSizeWord(entry, static_cast<uint32_t>(value.size()), capacity);
+}
+
+// Writes a header for a reservation that will never hold a published value
+// (the write was abandoned), so that the page stays walkable.
+inline void WriteDeadEntry(uint8_t* entry, const HashPair& hash,
+                           uint32_t capacity) {
+  StoreWord(entry, hash.h1);
+  StoreWord(entry + 8, hash.h2);
+  WriteSizeWord(entry, 0, capacity);
+}
+
+// Copies `size` value bytes of the entry into `dst`.
+inline void CopyValueOut(const uint8_t* entry, uint32_t size, char* dst) {
+  const uint8_t* src = entry + kEntryHeaderBytes;
+  size_t left = size;
+  while (left >= 8) {
+    const uint64_t w = LoadWord(src);
+    std::memcpy(dst, &w, 8);
+    dst += 8;
+    src += 8;
+    left -= 8;
+  }
+  if (left > 0) {
+    const uint64_t w = LoadWord(src);
+    std::memcpy(dst, &w, left);
+  }
+}
+
+// Copies the key's `size` value bytes from entry `src` to entry `dst` and
+// writes dst's header with `capacity`. Used by relocation.
+inline void CopyEntry(const uint8_t* src, uint8_t* dst, const HashPair& hash,
+                      uint32_t size, uint32_t capacity) {
+  const size_t words = (size + kEntryAlignment - 1) / kEntryAlignment;
+  for (size_t i = 0; i < words; ++i) {
+    StoreWord(dst + kEntryHeaderBytes + 8 * i,
+              LoadWord(src + kEntryHeaderBytes + 8 * i));
+  }
+  StoreWord(dst, hash.h1);
+  StoreWord(dst + 8, hash.h2);
+  WriteSizeWord(dst, size, capacity);
+}
+
+}  // namespace furrball_internal
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_FURRBALL_ENTRY_H_

@@ -1,0 +1,126 @@
+#include "engine/furrball/node_job.h"
+
+#include <array>
+#include <bit>
+#include <utility>
+
+namespace furrballs {
+namespace furrball_internal {
+
+NodeJob::NodeJob(const Numatic* numatic, const Options& options,
+                 std::pmr::memory_resource* resource,
+                 std::function<absl::Status()> init)
+    : numatic_(numatic),
+      options_(options),
+      ring_(std::bit_ceil(std::max<size_t>(options.queue_capacity, 1)),
+            resource) {
+  thread_ = std::thread([this, init = std::move(init)]() mutable {
+    Run(std::move(init));
+  });
+}
+
+NodeJob::~NodeJob() { Stop(); }
+
+void NodeJob::Run(std::function<absl::Status()> init) {
+  absl::Status status;
+  if (options_.pin) status = numatic_->PinCurrentThreadToNode(options_.node);
+  if (status.ok()) status = init();
+  {
+    absl::MutexLock l(&mu_);
+    init_status_ = status;
+    init_done_ = true;
+    if (phase_ == Phase::kStarting) phase_ = Phase::kInitDone;
+    cv_.SignalAll();
+    // Wait for Activate (or Stop, e.g. after another node failed to init).
+    while (phase_ == Phase::kInitDone) cv_.Wait(&mu_);
+    if (phase_ != Phase::kRunning) {
+      // Stopped before activation: jobs cannot have been accepted (Submit
+      // rejects them until kRunning), so there is nothing to drain.
+      return;
+    }
+  }
+  Loop();
+}
+
+absl::Status NodeJob::WaitForInit() {
+  absl::MutexLock l(&mu_);
+  while (!init_done_) cv_.Wait(&mu_);
+  return init_status_;
+}
+
+void NodeJob::Activate(std::function<void()> maintenance) {
+  absl::MutexLock l(&mu_);
+  if (phase_ != Phase::kInitDone) return;
+  maintenance_ = std::move(maintenance);
+  phase_ = Phase::kRunning;
+  cv_.SignalAll();
+}
+
+Error NodeJob::Submit(Job job, void* context) {
+  absl::MutexLock l(&mu_);
+  if (phase_ == Phase::kStopping || stop_requested_) {
+    return Error::kShuttingDown;
+  }
+  if (phase_ != Phase::kRunning) return Error::kShuttingDown;
+  if (count_ == ring_.size()) return Error::kQueueFull;
+  ring_[(head_ + count_) & (ring_.size() - 1)] = Task{job, context};
+  ++count_;
+  cv_.Signal();
+  return Error::kOk;
+}
+
+void NodeJob::Loop() {
+  std::array<Task, kBatch> batch;
+  absl::Time next_maintenance = absl::Now() + options_.maintenance_interval;
+  std::function<void()> maintenance;
+  {
+    absl::MutexLock l(&mu_);
+    maintenance = maintenance_;
+  }
+  for (;;) {
+    size_t taken = 0;
+    bool stop = false;
+    {
+      absl::MutexLock l(&mu_);
+      while (count_ == 0 && !stop_requested_ &&
+             absl::Now() < next_maintenance) {
+        cv_.WaitWithDeadline(&mu_, next_maintenance);
+      }
+      while (taken < kBatch && count_ > 0) {
+        batch[taken++] = ring_[head_];
+        head_ = (head_ + 1) & (ring_.size() - 1);
+        --count_;
+      }
+      // Stop only once the queue is empty: Submit already rejects new jobs,
+      // so every job accepted before Stop runs.
+      stop = stop_requested_ && count_ == 0;
+    }
+    for (size_t i = 0; i < taken; ++i) batch[i].job(batch[i].context);
+    if (stop) return;
+    const absl::Time now = absl::Now();
+    if (now >= next_maintenance) {
+      maintenance();
+      next_maintenance = absl::Now() + options_.maintenance_interval;
+    }
+  }
+}
+
+void NodeJob::Stop() {
+  absl::MutexLock stop_lock(&stop_mu_);
+  if (joined_) return;
+  {
+    absl::MutexLock l(&mu_);
+    stop_requested_ = true;
+    if (phase_ != Phase::kRunning) phase_ = Phase::kStopping;
+    cv_.SignalAll();
+  }
+  // The thread may still be in init; joining waits for it, and Run returns
+  // without looping because the phase is no longer kInitDone/kRunning.
+  thread_.join();
+  joined_ = true;
+  absl::MutexLock l(&mu_);
+  phase_ = Phase::kStopping;
+}
+
+}  // namespace furrball_internal
+}  // namespace furrballs

@@ -1,0 +1,272 @@
+#include "engine/furrball/page_pool.h"
+
+#include <cstdlib>
+#include <memory>
+#include <memory_resource>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/furrball/entry.h"
+
+namespace furrballs {
+namespace furrball_internal {
+namespace {
+
+constexpr uint32_t kPageSize = 64 << 10;
+
+// Page memory for a pool; the pool itself does not own it.
+struct Block {
+  explicit Block(uint32_t pages)
+      : bytes(size_t{pages} * kPageSize),
+        data(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes))) {}
+  ~Block() { std::free(data); }
+  size_t bytes;
+  uint8_t* data;
+};
+
+HashPair H(uint64_t i) { return HashPair{i * 0x9e3779b97f4a7c15ull, i}; }
+
+TEST(EntryTest, FootprintIsHeaderPlusValueRoundedToWords) {
+  EXPECT_EQ(EntryFootprint(0), 24u);
+  EXPECT_EQ(EntryFootprint(1), 32u);
+  EXPECT_EQ(EntryFootprint(8), 32u);
+  EXPECT_EQ(EntryFootprint(9), 40u);
+}
+
+TEST(EntryTest, WriteThenReadRoundTripsEveryLength) {
+  alignas(8) uint8_t page[256] = {};
+  for (uint32_t len = 0; len <= 64; ++len) {
+    std::string value;
+    for (uint32_t i = 0; i < len; ++i) value.push_back(char('a' + i % 26));
+    const uint32_t cap = EntryFootprint(len);
+    WriteEntry(page, H(len), value, cap);
+    const EntryHeader h = ReadEntryHeader(page);
+    EXPECT_EQ(h.hash, H(len));
+    EXPECT_EQ(h.size, len);
+    EXPECT_EQ(h.capacity, cap);
+    std::string out(len, '\0');
+    CopyValueOut(page, len, out.data());
+    EXPECT_EQ(out, value);
+  }
+}
+
+TEST(EntryTest, CopyEntryMovesValueAndRewritesHeader) {
+  alignas(8) uint8_t a[128] = {}, b[128] = {};
+  WriteEntry(a, H(7), "hello, relocation", 96);  // capacity with slack
+  CopyEntry(a, b, H(7), 17, EntryFootprint(17));
+  const EntryHeader h = ReadEntryHeader(b);
+  EXPECT_EQ(h.hash, H(7));
+  EXPECT_EQ(h.size, 17u);
+  EXPECT_EQ(h.capacity, EntryFootprint(17));
+  std::string out(17, '\0');
+  CopyValueOut(b, 17, out.data());
+  EXPECT_EQ(out, "hello, relocation");
+}
+
+TEST(PagePoolTest, StartsWithCurrentStagingAndFreePages) {
+  Block block(8);
+  PagePool pool(block.data, 8, kPageSize, std::pmr::new_delete_resource());
+  EXPECT_EQ(pool.current_page(), 0u);
+  EXPECT_EQ(pool.staging_page(), 7u);
+  EXPECT_EQ(pool.free_pages(), 6u);
+  const PoolCensus c = pool.Census();
+  EXPECT_EQ(c.pages_hot, 1u);
+  EXPECT_EQ(c.pages_staging, 1u);
+  EXPECT_EQ(c.pages_empty, 6u);
+}
+
+TEST(PagePoolTest, BumpsSequentiallyAndRotatesWhenFull) {
+  Block block(4);
+  PagePool pool(block.data, 4, kPageSize, std::pmr::new_delete_resource());
+  Reservation r;
+  ReserveSource src;
+  uint64_t waste = 0;
+  ASSERT_TRUE(pool.ReserveOnCurrent(1000, &r, &src, &waste));
+  EXPECT_EQ(r.page, 0u);
+  EXPECT_EQ(r.offset, 0u);
+  EXPECT_EQ(src, ReserveSource::kCurrent);
+  pool.EndWrite(r.page);
+  ASSERT_TRUE(pool.ReserveOnCurrent(1000, &r, &src, &waste));
+  EXPECT_EQ(r.offset, 1000u);
+  pool.EndWrite(r.page);
+  // Does not fit in the rest of page 0: a fresh page, page 0 sealed with
+  // its tail counted as waste.
+  ASSERT_TRUE(pool.ReserveOnCurrent(kPageSize - 1000, &r, &src, &waste));
+  EXPECT_EQ(src, ReserveSource::kFreshPage);
+  EXPECT_NE(r.page, 0u);
+  EXPECT_EQ(r.offset, 0u);
+  EXPECT_EQ(waste, kPageSize - 2000u);
+  EXPECT_FALSE(PageState::IsOpen(pool.page(0).state.load()));
+  pool.EndWrite(r.page);
+}
+
+TEST(PagePoolTest, FallsBackToStagingWhenNoPageIsFree) {
+  Block block(4);
+  PagePool pool(block.data, 4, kPageSize, std::pmr::new_delete_resource());
+  Reservation r;
+  ReserveSource src;
+  uint64_t waste;
+  // Pages 0, 1, 2 fill up; page 3 is staging.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(pool.ReserveOnCurrent(kPageSize, &r, &src, &waste));
+    pool.EndWrite(r.page);
+  }
+  EXPECT_FALSE(pool.ReserveOnCurrent(8, &r, &src, &waste));
+  ASSERT_TRUE(pool.ReserveOnStaging(64, &r));
+  EXPECT_EQ(r.page, pool.staging_page());
+  pool.EndWrite(r.page);
+}
+
+TEST(PagePoolTest, RecyclesOnlyWhenSealedIdleAndDead) {
+  Block block(4);
+  PagePool pool(block.data, 4, kPageSize, std::pmr::new_delete_resource());
+  Reservation r;
+  ReserveSource src;
+  uint64_t waste;
+  ASSERT_TRUE(pool.ReserveOnCurrent(kPageSize, &r, &src, &waste));
+  const uint32_t first = r.page;
+  WriteEntry(pool.EntryAt(r.page, r.offset), H(1), "", r.capacity);
+  pool.Publish(r.page, r.capacity);
+  // Open page with a writer in flight and a live entry: never recycled.
+  EXPECT_EQ(pool.RecycleDeadPages(), 0u);
+  pool.EndWrite(r.page);
+  // Rotate so `first` is sealed.
+  Reservation r2;
+  ASSERT_TRUE(pool.ReserveOnCurrent(64, &r2, &src, &waste));
+  pool.EndWrite(r2.page);
+  EXPECT_EQ(pool.RecycleDeadPages(), 0u) << "still one live entry";
+  const uint32_t gen = pool.page(first).generation.load();
+  pool.Unpublish(first, r.capacity);
+  EXPECT_EQ(pool.RecycleDeadPages(), 1u);
+  EXPECT_EQ(pool.page(first).generation.load(), gen + 1);
+  EXPECT_EQ(PageState::Tier(pool.page(first).state.load()), PageTier::kEmpty);
+}
+
+TEST(PagePoolTest, StagingDrainRecyclesAndReopensStaging) {
+  Block block(4);
+  PagePool pool(block.data, 4, kPageSize, std::pmr::new_delete_resource());
+  std::vector<Reservation> rs;
+  for (int i = 0; i < 3; ++i) {
+    Reservation r;
+    ASSERT_TRUE(pool.ReserveOnStaging(EntryFootprint(10), &r));
+    WriteEntry(pool.EntryAt(r.page, r.offset), H(i), "0123456789",
+               r.capacity);
+    pool.Publish(r.page, r.capacity);
+    rs.push_back(r);
+  }
+  // A writer is still in flight: the page cannot be frozen.
+  ASSERT_TRUE(pool.SealStaging());
+  uint64_t before;
+  EXPECT_FALSE(pool.TryFreeze(pool.staging_page(), &before));
+  for (const Reservation& r : rs) pool.EndWrite(r.page);
+  ASSERT_TRUE(pool.TryFreeze(pool.staging_page(), &before));
+  std::vector<uint64_t> seen;
+  pool.ForEachEntry(pool.staging_page(), before,
+                    [&](uint32_t offset, const EntryHeader& h) {
+                      seen.push_back(h.hash.h2);
+                      EXPECT_EQ(h.size, 10u);
+                    });
+  EXPECT_EQ(seen, (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_FALSE(pool.FinishFreeze(pool.staging_page(), before))
+      << "entries are still live";
+  for (const Reservation& r : rs) pool.Unpublish(r.page, r.capacity);
+  ASSERT_TRUE(pool.TryFreeze(pool.staging_page(), &before));
+  EXPECT_TRUE(pool.FinishFreeze(pool.staging_page(), before));
+  const uint64_t w = pool.page(pool.staging_page()).state.load();
+  EXPECT_EQ(PageState::Tier(w), PageTier::kStaging);
+  EXPECT_TRUE(PageState::IsOpen(w));
+  EXPECT_EQ(PageState::Used(w), 0u);
+  EXPECT_EQ(pool.free_pages(), 2u) << "staging never enters the free list";
+}
+
+TEST(PagePoolTest, RelocationPageComesFromFreeListAndIsCold) {
+  Block block(4);
+  PagePool pool(block.data, 4, kPageSize, std::pmr::new_delete_resource());
+  EXPECT_EQ(pool.relocation_room(), 0u);
+  Reservation r;
+  ASSERT_TRUE(pool.ReserveForRelocation(128, &r));
+  EXPECT_EQ(PageState::Tier(pool.page(r.page).state.load()), PageTier::kCold);
+  EXPECT_EQ(pool.relocation_room(), kPageSize - 128);
+  pool.EndWrite(r.page);
+}
+
+TEST(PagePoolTest, SparsestSealedPageIgnoresOpenPages) {
+  Block block(6);
+  PagePool pool(block.data, 6, kPageSize, std::pmr::new_delete_resource());
+  uint64_t live;
+  EXPECT_EQ(pool.SparsestSealedPage(&live), kNoPage);
+  Reservation r;
+  ReserveSource src;
+  uint64_t waste;
+  // Two full pages with 3 and 1 live entries.
+  for (int page = 0; page < 2; ++page) {
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(
+          pool.ReserveOnCurrent(kPageSize / 4, &r, &src, &waste));
+      WriteEntry(pool.EntryAt(r.page, r.offset), H(i), "", r.capacity);
+      if (i < (page == 0 ? 3 : 1)) pool.Publish(r.page, r.capacity);
+      pool.EndWrite(r.page);
+    }
+  }
+  const uint32_t second = r.page;
+  ASSERT_TRUE(pool.ReserveOnCurrent(64, &r, &src, &waste));  // seals page 2
+  pool.EndWrite(r.page);
+  EXPECT_EQ(pool.SparsestSealedPage(&live), second);
+  EXPECT_EQ(live, kPageSize / 4);
+}
+
+// Many threads bump the same pages; every reservation must be disjoint and
+// every entry must read back intact after all writers finished.
+TEST(PagePoolTest, ConcurrentReservationsNeverOverlap) {
+  constexpr uint32_t kPages = 64;
+  Block block(kPages);
+  PagePool pool(block.data, kPages, kPageSize,
+                std::pmr::new_delete_resource());
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 3000;
+  std::vector<std::vector<Reservation>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint64_t id = uint64_t(t) * kPerThread + i;
+        const std::string value(id % 300, char('A' + t));
+        const uint32_t cap = EntryFootprint(value.size());
+        Reservation r;
+        ReserveSource src;
+        uint64_t waste;
+        if (!pool.ReserveOnCurrent(cap, &r, &src, &waste)) {
+          ASSERT_TRUE(pool.ReserveOnStaging(cap, &r)) << "out of test pages";
+        }
+        WriteEntry(pool.EntryAt(r.page, r.offset), H(id), value, cap);
+        pool.Publish(r.page, cap);
+        pool.EndWrite(r.page);
+        got[t].push_back(r);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  std::set<std::pair<uint32_t, uint32_t>> seen;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      const Reservation& r = got[t][i];
+      const uint64_t id = uint64_t(t) * kPerThread + i;
+      EXPECT_TRUE(seen.insert({r.page, r.offset}).second);
+      const EntryHeader h = ReadEntryHeader(pool.EntryAt(r.page, r.offset));
+      ASSERT_EQ(h.hash, H(id));
+      std::string out(h.size, '\0');
+      CopyValueOut(pool.EntryAt(r.page, r.offset), h.size, out.data());
+      ASSERT_EQ(out, std::string(id % 300, char('A' + t)));
+    }
+  }
+  const PoolCensus c = pool.Census();
+  EXPECT_EQ(c.live_entries, uint64_t{kThreads} * kPerThread);
+}
+
+}  // namespace
+}  // namespace furrball_internal
+}  // namespace furrballs
