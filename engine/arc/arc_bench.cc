@@ -1,0 +1,109 @@
+// engine/arc/arc_bench.cc: ARC-flat (the production policy core) against the
+// reference ARC (std::list + std::unordered_map) on the report's four traces
+// (§5.22: capacity 1000, universe 10000, 100k operations), the flat core with
+// std::unordered_map as its index (the measurement that chose ArcIndex), and
+// ConcurrentARC Find throughput. docs/arc.md has the command and the table.
+//
+// Thread safety: a benchmark binary; each benchmark owns its state.
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "engine/arc/arc_policy.h"
+#include "engine/arc/arc_trace.h"
+#include "engine/arc/reference_arc.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/raw_allocator.h"
+
+namespace furrballs {
+namespace {
+
+constexpr uint32_t kCapacity = 1000;
+constexpr uint64_t kUniverse = 10000;
+constexpr size_t kOps = 100000;
+
+// The report's four workloads.
+constexpr TraceKind kBenchTraces[] = {
+    TraceKind::kZipfian, TraceKind::kScanResistant, TraceKind::kTemporalShift,
+    TraceKind::kLoop};
+
+const std::vector<HashPair>& Trace(int which) {
+  static const auto* traces = [] {
+    auto* t = new std::vector<std::vector<HashPair>>;
+    for (TraceKind k : kBenchTraces) {
+      t->push_back(MakeTrace(k, kUniverse, kOps, /*seed=*/2024));
+    }
+    return t;
+  }();
+  return (*traces)[which];
+}
+
+// ArcFlatLists' index contract on std::unordered_map, reserved up front as
+// in the report: the alternative to ArcIndex that this benchmark measures.
+class StdUnorderedMapIndex {
+ public:
+  static absl::StatusOr<StdUnorderedMapIndex> Create(uint32_t max_keys,
+                                                     RawAllocator) {
+    StdUnorderedMapIndex index;
+    index.map_.reserve(max_keys);
+    return index;
+  }
+  template <typename KeyOf>
+  uint32_t Find(const HashPair& key, const KeyOf&) const {
+    const auto it = map_.find(key);
+    return it == map_.end() ? kArcNil : it->second;
+  }
+  void Insert(const HashPair& key, uint32_t slot) { map_.emplace(key, slot); }
+  void Erase(const HashPair& key, uint32_t) { map_.erase(key); }
+  size_t memory_bytes() const { return 0; }
+
+ private:
+  std::unordered_map<HashPair, uint32_t, HashPairHasher> map_;
+};
+
+// One iteration = the whole 100k-operation trace on a cold cache, as in the
+// report; items/s is operations per second.
+template <typename Arc, typename MakeArc>
+void RunTrace(benchmark::State& state, MakeArc make) {
+  const std::vector<HashPair>& trace = Trace(state.range(0));
+  state.SetLabel(std::string(TraceName(kBenchTraces[state.range(0)])));
+  uint64_t hits = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    Arc arc = make();
+    state.ResumeTiming();
+    hits = 0;
+    for (const HashPair& k : trace) hits += arc.Access(k).hit;
+    benchmark::DoNotOptimize(hits);
+  }
+  state.SetItemsProcessed(state.iterations() * trace.size());
+  state.counters["hits"] = static_cast<double>(hits);
+}
+
+void BM_ArcFlat(benchmark::State& state) {
+  RunTrace<ArcPolicy>(state, [] {
+    return *ArcPolicy::Create(kCapacity, RawAllocator::Default());
+  });
+}
+
+void BM_ArcFlatStdIndex(benchmark::State& state) {
+  using Policy = BasicArcPolicy<StdUnorderedMapIndex>;
+  RunTrace<Policy>(state, [] {
+    return *Policy::Create(kCapacity, RawAllocator::Default());
+  });
+}
+
+void BM_ArcReference(benchmark::State& state) {
+  RunTrace<ReferenceArc>(state, [] { return ReferenceArc(kCapacity); });
+}
+
+BENCHMARK(BM_ArcFlat)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ArcFlatStdIndex)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ArcReference)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace furrballs
+
+BENCHMARK_MAIN();
