@@ -1,0 +1,630 @@
+// clients/cpp/client.cc: see client.h.
+#include "clients/cpp/client.h"
+
+#include <algorithm>
+#include <deque>
+#include <utility>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/strings/str_cat.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/client_callback.h>
+
+#include "clients/cpp/status.h"
+
+namespace furrballs::client {
+
+namespace v1 = ::furrballs::v1;
+
+namespace {
+
+v1::SetMode ToProto(SetMode mode) {
+  switch (mode) {
+    case SetMode::kAlways:
+      return v1::SET_ALWAYS;
+    case SetMode::kIfAbsent:
+      return v1::SET_IF_ABSENT;
+    case SetMode::kIfVersion:
+      return v1::SET_IF_VERSION;
+  }
+  return v1::SET_ALWAYS;
+}
+
+void FillSet(absl::string_view key, absl::string_view value,
+             const SetOptions& options, v1::SetRequest* request) {
+  request->set_key(key.data(), key.size());
+  request->set_value(value.data(), value.size());
+  request->set_ttl_ms(options.ttl_ms);
+  request->set_mode(ToProto(options.mode));
+  if (options.mode == SetMode::kIfVersion) {
+    request->set_expected_version(options.expected_version);
+  }
+}
+
+// Moves the value out of `response`: large values are not copied twice.
+std::optional<Entry> TakeEntry(v1::GetResponse* response) {
+  if (!response->found()) return std::nullopt;
+  Entry e;
+  e.value = std::move(*response->mutable_value());
+  e.version = response->version();
+  e.ttl_remaining_ms = response->ttl_remaining_ms();
+  return e;
+}
+
+std::vector<std::optional<Entry>> TakeEntries(v1::MultiGetResponse* response) {
+  std::vector<std::optional<Entry>> out;
+  out.reserve(response->results_size());
+  for (v1::GetResponse& r : *response->mutable_results()) {
+    out.push_back(TakeEntry(&r));
+  }
+  return out;
+}
+
+std::vector<absl::StatusOr<uint64_t>> SetResults(
+    const v1::MultiSetResponse& response) {
+  std::vector<absl::StatusOr<uint64_t>> out;
+  out.reserve(response.results_size());
+  for (const v1::SetResult& r : response.results()) {
+    absl::Status st = StatusFromCode(r.code(), r.message());
+    if (st.ok()) {
+      out.emplace_back(r.version());
+    } else {
+      out.emplace_back(std::move(st));
+    }
+  }
+  return out;
+}
+
+// One asynchronous unary call: gRPC needs the context, request and response
+// to stay put until the completion callback, so they live on the heap.
+template <typename Request, typename Response>
+struct AsyncCall {
+  grpc::ClientContext ctx;
+  Request request;
+  Response response;
+};
+
+// The callback's result: `convert(&response)` on success, the status
+// otherwise. Frees the call before returning so a callback that starts a new
+// call does not hold two.
+template <typename Request, typename Response, typename Convert>
+auto Finish(AsyncCall<Request, Response>* call, const grpc::Status& status,
+            Convert convert)
+    -> absl::StatusOr<decltype(convert(&call->response))> {
+  std::unique_ptr<AsyncCall<Request, Response>> owned(call);
+  if (!status.ok()) return ToAbslStatus(status);
+  return convert(&owned->response);
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  const int max_backoff_ms = static_cast<int>(
+      std::max<int64_t>(1, options.max_reconnect_backoff.count()));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              std::min(max_backoff_ms, 1000));
+  std::shared_ptr<grpc::ChannelCredentials> creds =
+      options.credentials != nullptr ? options.credentials
+                                     : grpc::InsecureChannelCredentials();
+  return grpc::CreateCustomChannel(target, creds, args);
+}
+
+// ---------------------------------------------------------------------------
+// Client
+
+Client::Client(const std::string& target, ClientOptions options)
+    : target_(target),
+      options_(std::move(options)),
+      channel_(MakeChannel(target_, options_)),
+      stub_(v1::Cache::NewStub(channel_)) {}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
+    : target_("(channel)"),
+      options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(v1::Cache::NewStub(channel_)) {}
+
+Client::~Client() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](size_t* n) { return *n == 0; }, &async_in_flight_));
+}
+
+void Client::BeginAsync() {
+  absl::MutexLock lock(&mu_);
+  ++async_in_flight_;
+}
+
+void Client::EndAsync() {
+  absl::MutexLock lock(&mu_);
+  --async_in_flight_;
+}
+
+void Client::Prepare(grpc::ClientContext* ctx, const CallOptions& call) const {
+  const std::chrono::milliseconds timeout =
+      call.timeout.value_or(options_.default_timeout);
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  ctx->set_wait_for_ready(call.wait_for_ready);
+  if (!options_.bearer_token.empty()) {
+    ctx->AddMetadata("authorization",
+                     absl::StrCat("Bearer ", options_.bearer_token));
+  }
+}
+
+absl::StatusOr<std::optional<Entry>> Client::Get(absl::string_view key,
+                                                 const CallOptions& call) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, call);
+  v1::GetRequest request;
+  request.set_key(key.data(), key.size());
+  v1::GetResponse response;
+  grpc::Status s = stub_->Get(&ctx, request, &response);
+  if (!s.ok()) return ToAbslStatus(s);
+  return TakeEntry(&response);
+}
+
+absl::StatusOr<uint64_t> Client::Set(absl::string_view key,
+                                     absl::string_view value,
+                                     const SetOptions& options,
+                                     const CallOptions& call) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, call);
+  v1::SetRequest request;
+  FillSet(key, value, options, &request);
+  v1::SetResponse response;
+  grpc::Status s = stub_->Set(&ctx, request, &response);
+  if (!s.ok()) return ToAbslStatus(s);
+  return response.version();
+}
+
+absl::StatusOr<bool> Client::Delete(absl::string_view key,
+                                    const CallOptions& call) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, call);
+  v1::DeleteRequest request;
+  request.set_key(key.data(), key.size());
+  v1::DeleteResponse response;
+  grpc::Status s = stub_->Delete(&ctx, request, &response);
+  if (!s.ok()) return ToAbslStatus(s);
+  return response.deleted();
+}
+
+absl::Status Client::Touch(absl::string_view key, uint64_t ttl_ms,
+                           const CallOptions& call) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, call);
+  v1::TouchRequest request;
+  request.set_key(key.data(), key.size());
+  request.set_ttl_ms(ttl_ms);
+  v1::TouchResponse response;
+  return ToAbslStatus(stub_->Touch(&ctx, request, &response));
+}
+
+absl::StatusOr<std::vector<std::optional<Entry>>> Client::MultiGet(
+    absl::Span<const std::string> keys, const CallOptions& call) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, call);
+  v1::MultiGetRequest request;
+  for (const std::string& k : keys) request.add_keys(k);
+  v1::MultiGetResponse response;
+  grpc::Status s = stub_->MultiGet(&ctx, request, &response);
+  if (!s.ok()) return ToAbslStatus(s);
+  if (static_cast<size_t>(response.results_size()) != keys.size()) {
+    return absl::InternalError(
+        absl::StrCat("MultiGet: server returned ", response.results_size(),
+                     " results for ", keys.size(), " keys"));
+  }
+  return TakeEntries(&response);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<uint64_t>>> Client::MultiSet(
+    absl::Span<const SetItem> items, const CallOptions& call) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, call);
+  v1::MultiSetRequest request;
+  for (const SetItem& item : items) {
+    FillSet(item.key, item.value, item.options, request.add_items());
+  }
+  v1::MultiSetResponse response;
+  grpc::Status s = stub_->MultiSet(&ctx, request, &response);
+  if (!s.ok()) return ToAbslStatus(s);
+  if (static_cast<size_t>(response.results_size()) != items.size()) {
+    return absl::InternalError(
+        absl::StrCat("MultiSet: server returned ", response.results_size(),
+                     " results for ", items.size(), " items"));
+  }
+  return SetResults(response);
+}
+
+absl::StatusOr<std::vector<NodeStats>> Client::Stats(const CallOptions& call) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, call);
+  v1::StatsRequest request;
+  v1::StatsResponse response;
+  grpc::Status s = stub_->Stats(&ctx, request, &response);
+  if (!s.ok()) return ToAbslStatus(s);
+  return std::vector<NodeStats>(response.nodes().begin(),
+                                response.nodes().end());
+}
+
+void Client::GetAsync(absl::string_view key, GetCallback done,
+                      const CallOptions& call) {
+  auto* c = new AsyncCall<v1::GetRequest, v1::GetResponse>;
+  Prepare(&c->ctx, call);
+  c->request.set_key(key.data(), key.size());
+  BeginAsync();
+  stub_->async()->Get(&c->ctx, &c->request, &c->response,
+                      [this, c, done = std::move(done)](grpc::Status s) {
+                        done(Finish(c, s, TakeEntry));
+                        EndAsync();
+                      });
+}
+
+void Client::SetAsync(absl::string_view key, absl::string_view value,
+                      const SetOptions& options, SetCallback done,
+                      const CallOptions& call) {
+  auto* c = new AsyncCall<v1::SetRequest, v1::SetResponse>;
+  Prepare(&c->ctx, call);
+  FillSet(key, value, options, &c->request);
+  BeginAsync();
+  stub_->async()->Set(
+      &c->ctx, &c->request, &c->response,
+      [this, c, done = std::move(done)](grpc::Status s) {
+        done(Finish(c, s, [](v1::SetResponse* r) { return r->version(); }));
+        EndAsync();
+      });
+}
+
+void Client::DeleteAsync(absl::string_view key, DeleteCallback done,
+                         const CallOptions& call) {
+  auto* c = new AsyncCall<v1::DeleteRequest, v1::DeleteResponse>;
+  Prepare(&c->ctx, call);
+  c->request.set_key(key.data(), key.size());
+  BeginAsync();
+  stub_->async()->Delete(
+      &c->ctx, &c->request, &c->response,
+      [this, c, done = std::move(done)](grpc::Status s) {
+        done(Finish(c, s, [](v1::DeleteResponse* r) { return r->deleted(); }));
+        EndAsync();
+      });
+}
+
+void Client::TouchAsync(absl::string_view key, uint64_t ttl_ms,
+                        TouchCallback done, const CallOptions& call) {
+  auto* c = new AsyncCall<v1::TouchRequest, v1::TouchResponse>;
+  Prepare(&c->ctx, call);
+  c->request.set_key(key.data(), key.size());
+  c->request.set_ttl_ms(ttl_ms);
+  BeginAsync();
+  stub_->async()->Touch(&c->ctx, &c->request, &c->response,
+                        [this, c, done = std::move(done)](grpc::Status s) {
+                          delete c;
+                          done(ToAbslStatus(s));
+                          EndAsync();
+                        });
+}
+
+void Client::MultiGetAsync(absl::Span<const std::string> keys,
+                           MultiGetCallback done, const CallOptions& call) {
+  auto* c = new AsyncCall<v1::MultiGetRequest, v1::MultiGetResponse>;
+  Prepare(&c->ctx, call);
+  for (const std::string& k : keys) c->request.add_keys(k);
+  const size_t expected = keys.size();
+  BeginAsync();
+  stub_->async()->MultiGet(
+      &c->ctx, &c->request, &c->response,
+      [this, c, expected, done = std::move(done)](grpc::Status s) {
+        absl::StatusOr<std::vector<std::optional<Entry>>> result =
+            Finish(c, s, TakeEntries);
+        if (result.ok() && result->size() != expected) {
+          result = absl::InternalError(
+              absl::StrCat("MultiGet: server returned ", result->size(),
+                           " results for ", expected, " keys"));
+        }
+        done(std::move(result));
+        EndAsync();
+      });
+}
+
+void Client::MultiSetAsync(absl::Span<const SetItem> items,
+                           MultiSetCallback done, const CallOptions& call) {
+  auto* c = new AsyncCall<v1::MultiSetRequest, v1::MultiSetResponse>;
+  Prepare(&c->ctx, call);
+  for (const SetItem& item : items) {
+    FillSet(item.key, item.value, item.options, c->request.add_items());
+  }
+  const size_t expected = items.size();
+  BeginAsync();
+  stub_->async()->MultiSet(
+      &c->ctx, &c->request, &c->response,
+      [this, c, expected, done = std::move(done)](grpc::Status s) {
+        absl::StatusOr<std::vector<absl::StatusOr<uint64_t>>> result =
+            Finish(c, s, [](v1::MultiSetResponse* r) { return SetResults(*r); });
+        if (result.ok() && result->size() != expected) {
+          result = absl::InternalError(
+              absl::StrCat("MultiSet: server returned ", result->size(),
+                           " results for ", expected, " items"));
+        }
+        done(std::move(result));
+        EndAsync();
+      });
+}
+
+absl::Status Client::WaitForReady(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::system_clock::now() + timeout;
+  if (channel_->WaitForConnected(deadline)) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      target_, ": not connected within ", timeout.count(), " ms"));
+}
+
+// ---------------------------------------------------------------------------
+// Pipeline
+
+namespace internal {
+
+// The stream's reactor. Protocol (all state under mu_; no Start* call is made
+// while holding mu_, because gRPC may run a reaction inline from it):
+//   - One read is always outstanding from StartCall until the stream ends;
+//     OnReadDone moves the response out of incoming_, starts the next read,
+//     and hands the response to its callback.
+//   - Writes go one at a time (the callback API allows one outstanding
+//     write). writing_ says a write is in flight: Submit appends to queue_
+//     and, if writing_ was false, sets it and writes queue_.front();
+//     OnWriteDone pops the front and writes the next one, or clears writing_.
+//     Only the thread that set writing_ (or OnWriteDone) touches the front,
+//     so its address is stable while written. Once Close() was called and
+//     the queue is empty, WritesDone is sent, once.
+//   - OnDone is the reactor's last callback: under mu_ it sets finished_ (no
+//     new op is accepted) and takes every unanswered op; it fails them with
+//     the stream's status outside the lock, then sets done_, which Close()
+//     waits for.
+// Lifetime: the Pipeline and the reactor itself (self_, set in Start and
+// dropped at the very end of OnDone) both own the reactor, so gRPC's last
+// callback never runs on freed memory even if the Pipeline is gone.
+class PipelineReactor final
+    : public grpc::ClientBidiReactor<v1::PipelineRequest,
+                                     v1::PipelineResponse> {
+ public:
+  explicit PipelineReactor(const PipelineOptions& options)
+      : options_(options) {}
+
+  void Start(const std::shared_ptr<PipelineReactor>& self,
+             v1::Cache::Stub* stub) {
+    self_ = self;
+    stub->async()->Pipeline(&ctx_, this);
+    StartRead(&incoming_);
+    StartCall();
+  }
+
+  grpc::ClientContext* context() { return &ctx_; }
+
+  absl::Status Submit(v1::PipelineRequest request,
+                      Pipeline::ResponseCallback done) {
+    const v1::PipelineRequest* to_write = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &PipelineReactor::HasRoom));
+      if (finished_) {
+        return final_status_.ok()
+                   ? absl::FailedPreconditionError("Pipeline stream has ended")
+                   : final_status_;
+      }
+      if (closing_) return absl::FailedPreconditionError("Pipeline is closed");
+      const uint64_t id = next_id_++;
+      request.set_id(id);
+      pending_.emplace(id, std::move(done));
+      queue_.push_back(std::move(request));
+      if (!writing_ && !broken_) {
+        writing_ = true;
+        to_write = &queue_.front();
+      }
+    }
+    if (to_write != nullptr) StartWrite(to_write);
+    return absl::OkStatus();
+  }
+
+  absl::Status Close() {
+    bool writes_done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!closing_) {
+        closing_ = true;
+        writes_done = TakeWritesDoneLocked();
+      }
+    }
+    if (writes_done) StartWritesDone();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    return final_status_;
+  }
+
+  size_t in_flight() const {
+    absl::MutexLock lock(&mu_);
+    return pending_.size();
+  }
+
+  void OnWriteDone(bool ok) override {
+    const v1::PipelineRequest* next = nullptr;
+    bool writes_done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.pop_front();
+      if (!ok) {
+        // The stream is broken; OnDone will say why and fail the pending
+        // ops, including those still queued. Nothing more can be written.
+        broken_ = true;
+        writing_ = false;
+        return;
+      }
+      if (!queue_.empty()) {
+        next = &queue_.front();
+      } else {
+        writing_ = false;
+        writes_done = TakeWritesDoneLocked();
+      }
+    }
+    if (next != nullptr) StartWrite(next);
+    if (writes_done) StartWritesDone();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended; OnDone follows
+    v1::PipelineResponse response = std::move(incoming_);
+    incoming_.Clear();
+    Pipeline::ResponseCallback done;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = pending_.find(response.id());
+      if (it != pending_.end()) {
+        done = std::move(it->second);
+        pending_.erase(it);
+      }
+    }
+    StartRead(&incoming_);
+    // An id we never sent (or already answered) has nobody to go to; dropping
+    // it is all a client can do.
+    if (!done) return;
+    absl::Status st = StatusFromCode(response.code(), response.message());
+    if (st.ok()) {
+      done(std::move(response));
+    } else {
+      done(std::move(st));
+    }
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    std::shared_ptr<PipelineReactor> keep = std::move(self_);
+    const absl::Status st = ToAbslStatus(status);
+    absl::flat_hash_map<uint64_t, Pipeline::ResponseCallback> orphans;
+    {
+      absl::MutexLock lock(&mu_);
+      finished_ = true;
+      final_status_ = st;
+      orphans.swap(pending_);
+    }
+    const absl::Status orphan_status =
+        st.ok() ? absl::UnavailableError(
+                      "Pipeline stream ended before this operation's response")
+                : st;
+    for (auto& [id, done] : orphans) done(orphan_status);
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+  }
+
+ private:
+  bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return finished_ || closing_ || pending_.size() < options_.max_in_flight;
+  }
+
+  // True (once) when WritesDone is due: Close() was asked for, every queued
+  // write went out, and the stream still takes writes.
+  bool TakeWritesDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (closing_ && !writing_ && !writes_done_sent_ && !broken_ &&
+        !finished_) {
+      writes_done_sent_ = true;
+      return true;
+    }
+    return false;
+  }
+
+  const PipelineOptions options_;
+  grpc::ClientContext ctx_;
+  v1::PipelineResponse incoming_;  // only touched by the read chain
+  std::shared_ptr<PipelineReactor> self_;
+
+  mutable absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, Pipeline::ResponseCallback> pending_
+      ABSL_GUARDED_BY(mu_);
+  // Requests not yet fully written; front() is the one in flight.
+  std::deque<v1::PipelineRequest> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writes_done_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // OnDone has begun
+  bool done_ ABSL_GUARDED_BY(mu_) = false;      // OnDone's callbacks returned
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace internal
+
+std::unique_ptr<Pipeline> Client::OpenPipeline(const PipelineOptions& options) {
+  auto reactor = std::make_shared<internal::PipelineReactor>(options);
+  grpc::ClientContext* ctx = reactor->context();
+  if (options.stream_timeout.count() > 0) {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      options.stream_timeout);
+  }
+  if (!options_.bearer_token.empty()) {
+    ctx->AddMetadata("authorization",
+                     absl::StrCat("Bearer ", options_.bearer_token));
+  }
+  reactor->Start(reactor, stub_.get());
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(reactor)));
+}
+
+Pipeline::~Pipeline() { Close().IgnoreError(); }
+
+absl::Status Pipeline::Close() { return reactor_->Close(); }
+
+size_t Pipeline::in_flight() const { return reactor_->in_flight(); }
+
+absl::Status Pipeline::Submit(v1::PipelineRequest request,
+                              ResponseCallback done) {
+  return reactor_->Submit(std::move(request), std::move(done));
+}
+
+absl::Status Pipeline::Get(absl::string_view key, GetCallback done) {
+  v1::PipelineRequest r;
+  r.mutable_get()->set_key(key.data(), key.size());
+  return Submit(std::move(r),
+                [done = std::move(done)](
+                    absl::StatusOr<v1::PipelineResponse> resp) {
+                  if (!resp.ok()) return done(resp.status());
+                  done(TakeEntry(resp->mutable_get()));
+                });
+}
+
+absl::Status Pipeline::Set(absl::string_view key, absl::string_view value,
+                           const SetOptions& options, SetCallback done) {
+  v1::PipelineRequest r;
+  FillSet(key, value, options, r.mutable_set());
+  return Submit(std::move(r),
+                [done = std::move(done)](
+                    absl::StatusOr<v1::PipelineResponse> resp) {
+                  if (!resp.ok()) return done(resp.status());
+                  done(resp->set().version());
+                });
+}
+
+absl::Status Pipeline::Delete(absl::string_view key, DeleteCallback done) {
+  v1::PipelineRequest r;
+  r.mutable_delete_()->set_key(key.data(), key.size());
+  return Submit(std::move(r),
+                [done = std::move(done)](
+                    absl::StatusOr<v1::PipelineResponse> resp) {
+                  if (!resp.ok()) return done(resp.status());
+                  done(resp->delete_().deleted());
+                });
+}
+
+absl::Status Pipeline::Touch(absl::string_view key, uint64_t ttl_ms,
+                             TouchCallback done) {
+  v1::PipelineRequest r;
+  r.mutable_touch()->set_key(key.data(), key.size());
+  r.mutable_touch()->set_ttl_ms(ttl_ms);
+  return Submit(std::move(r),
+                [done = std::move(done)](
+                    absl::StatusOr<v1::PipelineResponse> resp) {
+                  done(resp.status());
+                });
+}
+
+}  // namespace furrballs::client
