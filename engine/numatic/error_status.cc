@@ -41,7 +41,8 @@ absl::Status ErrorStatus(Error error, absl::string_view message) {
 
 Error ErrorOf(const absl::Status& status) {
   if (status.ok()) return Error::kOk;
-  const absl::optional<absl::Cord> payload = status.GetPayload(kErrorPayloadUrl);
+  const absl::optional<absl::Cord> payload =
+      status.GetPayload(kErrorPayloadUrl);
   uint32_t value = 0;
   if (payload.has_value() &&
       absl::SimpleAtoi(std::string(*payload), &value)) {

@@ -4,13 +4,11 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include <absl/base/attributes.h>
-#include <absl/base/thread_annotations.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 #include <absl/synchronization/mutex.h>
@@ -290,7 +288,9 @@ std::string Topology::ToString() const {
                     "\n");
   }
   absl::StrAppend(&out, "distances:\n  node");
-  for (const NodeInfo& node : nodes_) absl::StrAppend(&out, absl::StrFormat("%5d", node.id));
+  for (const NodeInfo& node : nodes_) {
+    absl::StrAppend(&out, absl::StrFormat("%5d", node.id));
+  }
   out += '\n';
   for (const NodeInfo& node : nodes_) {
     absl::StrAppend(&out, absl::StrFormat("  %4d", node.id));

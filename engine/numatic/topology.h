@@ -45,8 +45,8 @@ namespace furrballs {
 inline constexpr int kLocalDistance = 10;
 inline constexpr int kDefaultRemoteDistance = 21;
 
-// A bound that keeps per-node arrays small; no shipping machine has more
-// nodes than this within one process's cpuset, and simulation needs fewer.
+// Simulation serves tests and what-if runs; 64 virtual nodes is far beyond
+// the machines Furrballs targets (the report's largest has 4 nodes).
 inline constexpr int kMaxSimulatedNodes = 64;
 
 struct NodeInfo {

@@ -167,6 +167,9 @@ elif ! grep -q '^NUMATIC_GUEST_BOOTED' "$work/guest.log"; then
 else
   record boot ok
 fi
+# Without a booted guest every other check would fail too; one failure
+# that says why is clearer.
+[ "$failed" -eq 0 ] || finish
 
 # ---- Checks -----------------------------------------------------------------
 
