@@ -49,6 +49,10 @@ class CacheBackend {
   virtual uint64_t LiveValueBytes() = 0;
   // True if the backend holds at most the memory budget (and so can miss).
   virtual bool bounded() const = 0;
+
+  // Backend-specific facts worth a footnote in the report (metadata size,
+  // evictions), gathered after the run; empty if none.
+  virtual std::string Describe() { return ""; }
 };
 
 using BackendFactory =

@@ -180,6 +180,7 @@ int RunCellMode(const CellSpec& spec) {
                  result.status().ToString().c_str());
     return 1;
   }
+  if (!result->note.empty()) std::printf("NOTE %s\n", result->note.c_str());
   std::printf("RESULT %s\n", result->Serialize().c_str());
   return 0;
 }
@@ -361,6 +362,13 @@ int RunDriver(int argc, char** argv) {
         if (parsed.ok()) {
           m.ok = true;
           m.result = *parsed;
+          const size_t note = output->find("NOTE ");
+          if (note != std::string::npos) {
+            const size_t end = output->find('\n', note);
+            m.result.note = output->substr(note + 5, end == std::string::npos
+                                                         ? std::string::npos
+                                                         : end - note - 5);
+          }
         } else {
           m.error = std::string(parsed.status().message());
         }

@@ -178,6 +178,9 @@ std::string FormatReport(const std::vector<Measurement>& measurements,
               ? absl::StrFormat("%.2f", reference_ops / r.ops_per_second)
               : "-",
           " |\n");
+      if (!ok.front().note.empty()) {
+        absl::StrAppend(&notes, "- ", backend, " (first run): ", ok.front().note, "\n");
+      }
       if (r.refused_sets > 0) {
         absl::StrAppend(&notes, "- ", backend, ": ", WithCommas(r.refused_sets),
                         " refused sets (median)\n");

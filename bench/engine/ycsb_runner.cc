@@ -311,6 +311,7 @@ absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory)
   const int64_t rss_after = ReadRssBytes();
   result.rss_growth_bytes = rss_after - rss_before;
   result.live_value_bytes = backend.LiveValueBytes();
+  result.note = backend.Describe();
   return result;
 }
 

@@ -84,6 +84,9 @@ struct CellResult {
   // means other processes took the CPUs and the cell's numbers are diluted.
   double run_cpu_share = 0;
 
+  // The backend's Describe() after the run; not part of Serialize().
+  std::string note;
+
   double HitRatio() const {
     return reads == 0 ? 1.0
                       : static_cast<double>(read_hits) / static_cast<double>(reads);
