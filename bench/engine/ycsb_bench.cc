@@ -27,6 +27,7 @@
 #include <absl/strings/str_split.h>
 
 #include "bench/engine/cache_backend.h"
+#include "bench/engine/cycle_timer.h"
 #include "bench/engine/latency_histogram.h"
 #include "bench/engine/peer_backends.h"
 #include "bench/engine/ycsb_report.h"
@@ -69,6 +70,9 @@ ABSL_FLAG(double, zipf_theta, 0.99, "Zipfian skew θ (0 < θ < 1).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the key and operation choices.");
 ABSL_FLAG(std::string, csv, "",
           "Also write every run's rows and the median rows to this CSV file.");
+ABSL_FLAG(double, tsc_ticks_per_ns, 0,
+          "Internal: the TSC rate the driver measured, passed to each cell. "
+          "0 = measure in the cell.");
 ABSL_FLAG(std::string, cell, "",
           "Internal: run one cell in this process and print its RESULT line. "
           "Format backend:workload:distribution:value_bytes:threads:working_set.");
@@ -223,15 +227,14 @@ absl::StatusOr<std::string> RunChild(const std::vector<std::string>& args) {
   return output;
 }
 
-// p50 of back-to-back steady_clock reads: the timer cost included in every
+// p50 of back-to-back CycleTimer reads: the timer cost included in every
 // latency the report prints.
-uint64_t TimerOverheadNs() {
+uint64_t TimerOverheadNs(double ticks_per_ns) {
   LatencyHistogram h;
   for (int i = 0; i < 100000; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto t1 = std::chrono::steady_clock::now();
-    h.Record(static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    const uint64_t t0 = CycleTimer::Now();
+    const uint64_t t1 = CycleTimer::Now();
+    h.Record(static_cast<uint64_t>(static_cast<double>(t1 - t0) / ticks_per_ns + 0.5));
   }
   return h.Percentile(0.5);
 }
@@ -334,7 +337,13 @@ int RunDriver(int argc, char** argv) {
       absl::StrCat("--seed=", base.seed),
       absl::StrCat("--zipf_theta=", absl::StrFormat("%.17g", base.zipf_theta)),
   };
-  const uint64_t timer_ns = TimerOverheadNs();
+  if (!CycleTimer::InvariantTscAvailable()) {
+    Fail("needs an invariant TSC (constant_tsc, nonstop_tsc in /proc/cpuinfo)");
+  }
+  const double ticks_per_ns = CycleTimer::TicksPerNs(std::chrono::milliseconds(200));
+  const std::string tsc_flag =
+      absl::StrCat("--tsc_ticks_per_ns=", absl::StrFormat("%.17g", ticks_per_ns));
+  const uint64_t timer_ns = TimerOverheadNs(ticks_per_ns);
   const std::string load_before = LoadAverage();
   const auto started = std::chrono::steady_clock::now();
   std::vector<Measurement> measurements;
@@ -349,6 +358,7 @@ int RunDriver(int argc, char** argv) {
       std::vector<std::string> args = {argv[0],
                                        absl::StrCat("--cell=", CellFlag(spec))};
       args.insert(args.end(), passthrough.begin(), passthrough.end());
+      args.push_back(tsc_flag);
       Measurement m;
       m.spec = spec;
       m.run = run;
@@ -398,9 +408,9 @@ int RunDriver(int argc, char** argv) {
               static_cast<unsigned long long>(base.memory_budget_bytes >> 20),
               base.key_bytes, static_cast<unsigned long long>(base.ops_per_thread),
               static_cast<unsigned long long>(base.seed), runs);
-  std::printf("- latencies include the timer itself: back-to-back steady_clock "
-              "reads take %llu ns (p50) here\n",
-              static_cast<unsigned long long>(timer_ns));
+  std::printf("- latencies are LFENCE+RDTSC intervals (TSC %.3f GHz) and include "
+              "one timer read: back-to-back reads take %llu ns (p50) here\n",
+              ticks_per_ns, static_cast<unsigned long long>(timer_ns));
   std::printf("- %zu cells in %.0f s; load average (1/5/15 min) %s before, %s "
               "after; cpu %% = the run threads' CPU time over threads x wall "
               "time (low = other processes took the CPUs)\n\n",
@@ -429,8 +439,10 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string cell = absl::GetFlag(FLAGS_cell);
   if (!cell.empty()) {
-    return furrballs::bench::RunCellMode(furrballs::bench::ParseCellFlag(
-        cell, furrballs::bench::BaseSpec(/*quick=*/false)));
+    furrballs::bench::CellSpec spec = furrballs::bench::ParseCellFlag(
+        cell, furrballs::bench::BaseSpec(/*quick=*/false));
+    spec.ticks_per_ns = absl::GetFlag(FLAGS_tsc_ticks_per_ns);
+    return furrballs::bench::RunCellMode(spec);
   }
   return furrballs::bench::RunDriver(argc, argv);
 }

@@ -17,6 +17,7 @@
 #include <absl/strings/str_format.h>
 #include <absl/strings/str_split.h>
 
+#include "bench/engine/cycle_timer.h"
 #include "bench/engine/latency_histogram.h"
 
 namespace furrballs::bench {
@@ -172,6 +173,9 @@ absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory)
   const size_t key_bytes = spec.key_bytes;
   const KeyChooser chooser(spec.distribution, records, spec.zipf_theta);
   std::vector<ThreadStats> stats(threads);
+  const double ns_per_tick =
+      1.0 / (spec.ticks_per_ns > 0 ? spec.ticks_per_ns
+                                   : CycleTimer::TicksPerNs(std::chrono::milliseconds(50)));
 
   BackendConfig config;
   config.memory_budget_bytes = spec.memory_budget_bytes;
@@ -179,6 +183,20 @@ absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory)
   config.value_bytes = value_bytes;
   config.record_count = records;
   config.threads = threads;
+
+  // The operation plan: each thread's keys and read/write choices, drawn
+  // before the backend exists so that neither the generators' cost nor the
+  // plan's memory lands in the measurements.
+  constexpr uint64_t kReadBit = uint64_t{1} << 63;
+  std::vector<std::vector<uint64_t>> plans(threads);
+  for (int t = 0; t < threads; ++t) {
+    Rng rng(spec.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(t) + 1);
+    plans[t].resize(spec.ops_per_thread);
+    for (uint64_t& op : plans[t]) {
+      op = chooser.Next(rng);
+      if (rng.NextDouble() < spec.workload.read_proportion) op |= kReadBit;
+    }
+  }
 
   const int64_t rss_before = ReadRssBytes();
   absl::StatusOr<std::unique_ptr<CacheBackend>> made = factory(config);
@@ -206,29 +224,32 @@ absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory)
   std::atomic<bool> go{false};
   auto run_body = [&](int t) {
     ThreadStats& s = stats[t];
-    Rng rng(spec.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(t) + 1);
+    const std::vector<uint64_t>& plan = plans[t];
     std::string key;
     std::string value(value_bytes, 'v');
     std::string read_buffer;
     read_buffer.reserve(value_bytes);
     const uint64_t version_base = (static_cast<uint64_t>(t) + 1) << 48;
     const WorkloadMix mix = spec.workload;
+    auto ToNs = [ns_per_tick](uint64_t ticks) {
+      return static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick + 0.5);
+    };
 
     // A timed write of `v` to `key`.
     auto timed_set = [&](std::string_view v) {
-      const uint64_t t0 = NowNs();
+      const uint64_t t0 = CycleTimer::Now();
       const bool ok = backend.Set(key, v);
-      const uint64_t t1 = NowNs();
-      s.set_latency.Record(t1 - t0);
+      const uint64_t t1 = CycleTimer::Now();
+      s.set_latency.Record(ToNs(t1 - t0));
       ++s.sets;
       if (!ok) ++s.refused_sets;
     };
     // A timed read of `key`, with hit accounting and value checking.
     auto timed_get = [&](uint64_t k) {
-      const uint64_t t0 = NowNs();
+      const uint64_t t0 = CycleTimer::Now();
       const bool hit = backend.Get(key, &read_buffer);
-      const uint64_t t1 = NowNs();
-      s.get_latency.Record(t1 - t0);
+      const uint64_t t1 = CycleTimer::Now();
+      s.get_latency.Record(ToNs(t1 - t0));
       ++s.reads;
       if (hit) {
         ++s.read_hits;
@@ -241,10 +262,10 @@ absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory)
     while (!go.load(std::memory_order_acquire)) {
     }
     const uint64_t cpu_start = ThreadCpuNs();
-    for (uint64_t i = 0; i < spec.ops_per_thread; ++i) {
-      const uint64_t k = chooser.Next(rng);
+    for (uint64_t i = 0; i < plan.size(); ++i) {
+      const uint64_t k = plan[i] & ~kReadBit;
+      const bool is_read = (plan[i] & kReadBit) != 0;
       FormatKey(k, key_bytes, &key);
-      const bool is_read = rng.NextDouble() < mix.read_proportion;
       if (is_read || mix.read_modify_write) {
         const bool hit = timed_get(k);
         if (is_read) {

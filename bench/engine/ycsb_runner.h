@@ -13,8 +13,10 @@
 //   order). Bounded caches evict during the load when the working set is
 //   larger than the budget.
 // - Run: each thread performs ops_per_thread operations chosen by the
-//   workload mix on keys chosen by the distribution. Only the backend call is
-//   timed (steady_clock around Get or Set); key formatting and value stamping
+//   workload mix on keys chosen by the distribution. Keys and operation types
+//   are drawn into a per-thread plan before the backend is created, so the
+//   Zipfian generator's pow() is not in the run loop. Only the backend call is
+//   timed (CycleTimer, LFENCE+RDTSC, around Get or Set); key formatting and value stamping
 //   happen outside it. Each thread records into its own histograms, merged
 //   after the join.
 // - A read that misses counts a miss and then inserts the record
@@ -59,6 +61,8 @@ struct CellSpec {
   uint64_t ops_per_thread = 1000000;
   uint64_t seed = 1;
   double zipf_theta = 0.99;
+  // TSC ticks per nanosecond (CycleTimer); 0 = measure it in RunCell.
+  double ticks_per_ns = 0;
 
   uint64_t RecordCount() const;
 };
