@@ -19,6 +19,8 @@ packages=(
   prometheus-cpp-dev
   # Tests and micro-benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev
+  # A real Prometheus and promtool for the metrics tests (tests/metrics).
+  prometheus
   # A real multi-node NUMA kernel under QEMU (tests/numa_guest).
   qemu-system-x86 linux-image-amd64 busybox-static cpio
 )
