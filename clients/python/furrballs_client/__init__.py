@@ -1,0 +1,40 @@
+"""Python client of the Furrballs gRPC cache (furrballs.v1.Cache).
+
+    from furrballs_client import Client, NotFoundError
+
+    with Client("127.0.0.1:50051") as cache:
+        version = cache.set("user:7", b"{...}", ttl_ms=60_000)
+        entry = cache.get("user:7")        # None on a miss
+        cache.set("user:7", b"new", if_version=entry.version)
+
+Every failed call raises a FurrballsError subclass that carries the gRPC code.
+"""
+from .client import (
+    AbortedError,
+    AlreadyExistsError,
+    Client,
+    DeadlineExceededError,
+    Entry,
+    FurrballsError,
+    InvalidArgumentError,
+    NodeStats,
+    NotFoundError,
+    ResourceExhaustedError,
+    SetItem,
+    UnavailableError,
+)
+
+__all__ = [
+    "AbortedError",
+    "AlreadyExistsError",
+    "Client",
+    "DeadlineExceededError",
+    "Entry",
+    "FurrballsError",
+    "InvalidArgumentError",
+    "NodeStats",
+    "NotFoundError",
+    "ResourceExhaustedError",
+    "SetItem",
+    "UnavailableError",
+]

@@ -1,0 +1,242 @@
+"""A thin, typed wrapper over the generated furrballs.v1 stubs.
+
+Thread safety: a Client may be shared by threads (gRPC channels are
+thread-safe); close it once, when no call is running.
+
+A miss is not an error: get() returns None and delete() returns False. Every
+failure raises a FurrballsError whose ``code`` is the grpc.StatusCode the
+server (or the channel) gave; the codes the API contract names have their own
+subclasses so callers can catch exactly the case they handle.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Iterable, List, Optional, Sequence, Type, Union
+
+import grpc
+
+from .v1 import furrballs_pb2 as pb
+from .v1 import furrballs_pb2_grpc as pb_grpc
+
+Key = Union[str, bytes]
+Value = Union[str, bytes]
+
+
+class FurrballsError(Exception):
+    """A failed call: the gRPC status code and the server's message."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, method: str = "") -> None:
+        self.code = code
+        self.message = message
+        self.method = method
+        where = f"{method}: " if method else ""
+        super().__init__(f"{where}{code.name}: {message}")
+
+
+class InvalidArgumentError(FurrballsError):
+    """Empty key, key or value over the server's limit, bad TTL."""
+
+
+class AlreadyExistsError(FurrballsError):
+    """set(if_absent=True) on a live key."""
+
+
+class AbortedError(FurrballsError):
+    """set(if_version=N) saw a different version."""
+
+
+class NotFoundError(FurrballsError):
+    """set(if_version=N) or touch() on a missing key."""
+
+
+class ResourceExhaustedError(FurrballsError):
+    """The server cannot make room, or a node's queue is full."""
+
+
+class DeadlineExceededError(FurrballsError):
+    """The call's deadline passed."""
+
+
+class UnavailableError(FurrballsError):
+    """No connection, or the server is starting or stopping."""
+
+
+_ERRORS: Dict[grpc.StatusCode, Type[FurrballsError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
+    grpc.StatusCode.ABORTED: AbortedError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+}
+
+_CODES_BY_NUMBER: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def error_for(code: grpc.StatusCode, message: str, method: str = "") -> FurrballsError:
+    """The most specific FurrballsError for ``code``."""
+    return _ERRORS.get(code, FurrballsError)(code, message, method)
+
+
+def _error_from_number(number: int, message: str, method: str) -> FurrballsError:
+    code = _CODES_BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)
+    if code is grpc.StatusCode.UNKNOWN and number != code.value[0]:
+        message = f"status code {number} from server: {message}"
+    return error_for(code, message, method)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One cached value as a read returns it."""
+
+    value: bytes
+    version: int
+    # Milliseconds until expiry; 0 when the entry has no TTL.
+    ttl_remaining_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SetItem:
+    """One write of a multi_set(); the same options as set()."""
+
+    key: Key
+    value: Value
+    ttl_ms: int = 0
+    if_absent: bool = False
+    if_version: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeStats:
+    """One NUMA node's figures, summed since the server started."""
+
+    node: int
+    hits_local: int
+    hits_remote: int
+    misses: int
+    sets: int
+    deletes: int
+    evictions: int
+    expirations: int
+    live_keys: int
+    live_bytes: int
+    memory_limit_bytes: int
+
+
+def _bytes(x: Union[str, bytes]) -> bytes:
+    return x.encode("utf-8") if isinstance(x, str) else bytes(x)
+
+
+def _entry(r: pb.GetResponse) -> Optional[Entry]:
+    if not r.found:
+        return None
+    return Entry(value=r.value, version=r.version, ttl_remaining_ms=r.ttl_remaining_ms)
+
+
+def _set_request(key: Key, value: Value, ttl_ms: int, if_absent: bool,
+                 if_version: Optional[int]) -> pb.SetRequest:
+    if if_absent and if_version is not None:
+        raise ValueError("if_absent and if_version are mutually exclusive")
+    req = pb.SetRequest(key=_bytes(key), value=_bytes(value), ttl_ms=ttl_ms)
+    if if_absent:
+        req.mode = pb.SET_IF_ABSENT
+    elif if_version is not None:
+        req.mode = pb.SET_IF_VERSION
+        req.expected_version = if_version
+    return req
+
+
+class Client:
+    """A client of one Furrballs server.
+
+    ``target`` is "host:port" (or any gRPC target). ``timeout`` is the default
+    deadline of each call in seconds; every method takes ``timeout=`` to
+    override it. ``credentials`` selects TLS (None means plaintext).
+    """
+
+    def __init__(self, target: str, timeout: float = 5.0,
+                 credentials: Optional[grpc.ChannelCredentials] = None,
+                 max_message_bytes: int = 16 << 20) -> None:
+        options = [
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+        ]
+        if credentials is None:
+            self._channel = grpc.insecure_channel(target, options=options)
+        else:
+            self._channel = grpc.secure_channel(target, credentials, options=options)
+        self._stub = pb_grpc.CacheStub(self._channel)
+        self.target = target
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, request, timeout: Optional[float]):
+        try:
+            return getattr(self._stub, method)(
+                request, timeout=self.timeout if timeout is None else timeout)
+        except grpc.RpcError as e:  # every RpcError raised by a call is a grpc.Call
+            raise error_for(e.code(), e.details() or "", method) from None
+
+    def get(self, key: Key, timeout: Optional[float] = None) -> Optional[Entry]:
+        """The entry, or None on a miss."""
+        return _entry(self._call("Get", pb.GetRequest(key=_bytes(key)), timeout))
+
+    def set(self, key: Key, value: Value, ttl_ms: int = 0, if_absent: bool = False,
+            if_version: Optional[int] = None, timeout: Optional[float] = None) -> int:
+        """Writes the value; returns its new version.
+
+        if_absent: only if the key is absent (else AlreadyExistsError).
+        if_version: only if the current version is this (else AbortedError,
+        or NotFoundError when the key is absent).
+        """
+        req = _set_request(key, value, ttl_ms, if_absent, if_version)
+        return self._call("Set", req, timeout).version
+
+    def delete(self, key: Key, timeout: Optional[float] = None) -> bool:
+        """True if a live entry was removed."""
+        return self._call("Delete", pb.DeleteRequest(key=_bytes(key)), timeout).deleted
+
+    def touch(self, key: Key, ttl_ms: int, timeout: Optional[float] = None) -> None:
+        """Resets a live key's TTL (0 removes it); NotFoundError if absent."""
+        self._call("Touch", pb.TouchRequest(key=_bytes(key), ttl_ms=ttl_ms), timeout)
+
+    def multi_get(self, keys: Sequence[Key],
+                  timeout: Optional[float] = None) -> List[Optional[Entry]]:
+        """One result per key, in request order (None for a miss)."""
+        resp = self._call("MultiGet", pb.MultiGetRequest(keys=[_bytes(k) for k in keys]),
+                          timeout)
+        if len(resp.results) != len(keys):
+            raise FurrballsError(grpc.StatusCode.INTERNAL,
+                                 f"{len(resp.results)} results for {len(keys)} keys",
+                                 "MultiGet")
+        return [_entry(r) for r in resp.results]
+
+    def multi_set(self, items: Iterable[SetItem],
+                  timeout: Optional[float] = None) -> List[Union[int, FurrballsError]]:
+        """One result per item, in request order: the new version, or the
+        FurrballsError of that item (returned, not raised: each write
+        succeeds or fails on its own). A failure of the whole call raises."""
+        reqs = [_set_request(i.key, i.value, i.ttl_ms, i.if_absent, i.if_version)
+                for i in items]
+        resp = self._call("MultiSet", pb.MultiSetRequest(items=reqs), timeout)
+        if len(resp.results) != len(reqs):
+            raise FurrballsError(grpc.StatusCode.INTERNAL,
+                                 f"{len(resp.results)} results for {len(reqs)} items",
+                                 "MultiSet")
+        return [r.version if r.code == 0 else _error_from_number(r.code, r.message, "MultiSet")
+                for r in resp.results]
+
+    def stats(self, timeout: Optional[float] = None) -> List[NodeStats]:
+        """Per-node statistics, one entry per NUMA node of the server."""
+        resp = self._call("Stats", pb.StatsRequest(), timeout)
+        return [NodeStats(**{f.name: getattr(n, f.name) for f in dataclasses.fields(NodeStats)})
+                for n in resp.nodes]
