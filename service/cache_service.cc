@@ -1,0 +1,610 @@
+#include "service/cache_service.h"
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <absl/base/thread_annotations.h>
+#include <absl/strings/str_cat.h>
+#include <absl/synchronization/mutex.h>
+
+namespace furrballs::service {
+namespace {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+// A TTL longer than this is almost certainly a unit mistake (seconds passed
+// as milliseconds twice over, or an absolute timestamp) and is rejected.
+constexpr uint64_t kMaxTtlMs = uint64_t{365} * 24 * 3600 * 1000;
+
+CacheOp::Clock::time_point SteadyDeadline(
+    const grpc::CallbackServerContext* ctx) {
+  const auto deadline = ctx->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return CacheOp::Clock::time_point::max();
+  }
+  const auto left = deadline - std::chrono::system_clock::now();
+  return CacheOp::Clock::now() +
+         std::chrono::duration_cast<CacheOp::Clock::duration>(left);
+}
+
+Status Unavailable() {
+  return Status(StatusCode::UNAVAILABLE,
+                "server is starting or shutting down; retry later");
+}
+
+// The status of a finished op, for the operation named `what`.
+Status StatusOf(const CacheOp& op, absl::string_view what, const Limits& limits) {
+  if (op.deadline_exceeded) {
+    return Status(StatusCode::DEADLINE_EXCEEDED,
+                  absl::StrCat(what, ": deadline passed before the operation "
+                                     "reached the front of its node's queue"));
+  }
+  return ToGrpcStatus(op.error, what, limits);
+}
+
+Status ValidateTtl(uint64_t ttl_ms, absl::string_view what) {
+  if (ttl_ms > kMaxTtlMs) {
+    return Status(StatusCode::INVALID_ARGUMENT,
+                  absl::StrCat(what, ": ttl_ms ", ttl_ms,
+                               " exceeds the maximum of ", kMaxTtlMs,
+                               " (365 days)"));
+  }
+  return Status::OK;
+}
+
+// Validates a SetRequest and fills the op's write fields (not the hash).
+Status PrepareSet(const v1::SetRequest& req, absl::string_view what,
+                  const Limits& limits, CacheOp& op) {
+  if (Status s = ValidateKey(req.key(), what, limits); !s.ok()) return s;
+  if (Status s = ValidateValue(req.value(), what, limits); !s.ok()) return s;
+  if (Status s = ValidateTtl(req.ttl_ms(), what); !s.ok()) return s;
+  switch (req.mode()) {
+    case v1::SET_ALWAYS:
+      op.write.mode = SetMode::kAlways;
+      break;
+    case v1::SET_IF_ABSENT:
+      op.write.mode = SetMode::kIfAbsent;
+      break;
+    case v1::SET_IF_VERSION:
+      op.write.mode = SetMode::kIfVersion;
+      break;
+    default:
+      return Status(StatusCode::INVALID_ARGUMENT,
+                    absl::StrCat(what, ": unknown mode ",
+                                 static_cast<int>(req.mode())));
+  }
+  op.kind = OpKind::kSet;
+  op.value = req.value();
+  op.write.ttl_ms = req.ttl_ms();
+  op.write.expected_version = req.expected_version();
+  return Status::OK;
+}
+
+Status SubmitStatus(Error e, absl::string_view what, const Limits& limits) {
+  return e == Error::kShuttingDown ? Unavailable()
+                                   : ToGrpcStatus(e, what, limits);
+}
+
+void FillGet(const CacheOp& op, v1::GetResponse* resp) {
+  resp->set_found(op.get.found);
+  if (op.get.found) {
+    resp->set_version(op.get.version);
+    resp->set_ttl_remaining_ms(op.get.ttl_remaining_ms);
+  } else {
+    resp->clear_value();
+  }
+}
+
+// State of one unary RPC that runs a single CacheOp.
+template <typename Response>
+struct UnaryCall {
+  CacheOp op;
+  grpc::ServerUnaryReactor* reactor = nullptr;
+  Response* response = nullptr;
+  const CacheService* service = nullptr;
+  const char* what = "";
+  void (*fill)(const CacheOp&, Response*) = nullptr;
+
+  static void Done(CacheOp* op, void* context) {
+    auto* call = static_cast<UnaryCall*>(context);
+    Status s = StatusOf(*op, call->what, call->service->limits());
+    if (s.ok() && call->fill != nullptr) call->fill(*op, call->response);
+    call->reactor->Finish(s);
+    delete call;
+  }
+};
+
+template <typename Response>
+grpc::ServerUnaryReactor* RunUnary(CacheService* svc,
+                                   grpc::CallbackServerContext* ctx,
+                                   std::unique_ptr<UnaryCall<Response>> call) {
+  grpc::ServerUnaryReactor* reactor = call->reactor;
+  call->op.deadline = SteadyDeadline(ctx);
+  call->op.on_done = &UnaryCall<Response>::Done;
+  call->op.done_context = call.get();
+  const char* what = call->what;
+  CacheOp* op = &call->op;
+  UnaryCall<Response>* raw = call.release();
+  if (Error e = svc->dispatcher()->Submit(op); e != Error::kOk) {
+    delete raw;
+    reactor->Finish(SubmitStatus(e, what, svc->limits()));
+  }
+  return reactor;
+}
+
+}  // namespace
+
+CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
+                           size_t max_pipeline_in_flight)
+    : engine_(engine),
+      dispatcher_(dispatcher),
+      limits_{engine->options().max_key_bytes,
+              engine->options().max_value_bytes},
+      max_pipeline_in_flight_(max_pipeline_in_flight) {}
+
+grpc::ServerUnaryReactor* CacheService::Get(grpc::CallbackServerContext* ctx,
+                                            const v1::GetRequest* request,
+                                            v1::GetResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (Status s = ValidateKey(request->key(), "Get", limits_); !s.ok()) {
+    return reactor->Finish(s), reactor;
+  }
+  auto call = std::make_unique<UnaryCall<v1::GetResponse>>();
+  call->reactor = reactor;
+  call->response = response;
+  call->service = this;
+  call->what = "Get";
+  call->fill = &FillGet;
+  call->op.kind = OpKind::kGet;
+  call->op.hash = engine_->Hash(request->key());
+  call->op.value_out = response->mutable_value();
+  return RunUnary(this, ctx, std::move(call));
+}
+
+grpc::ServerUnaryReactor* CacheService::Set(grpc::CallbackServerContext* ctx,
+                                            const v1::SetRequest* request,
+                                            v1::SetResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  auto call = std::make_unique<UnaryCall<v1::SetResponse>>();
+  if (Status s = PrepareSet(*request, "Set", limits_, call->op); !s.ok()) {
+    return reactor->Finish(s), reactor;
+  }
+  call->reactor = reactor;
+  call->response = response;
+  call->service = this;
+  call->what = "Set";
+  call->fill = [](const CacheOp& op, v1::SetResponse* r) {
+    r->set_version(op.set.version);
+  };
+  call->op.hash = engine_->Hash(request->key());
+  return RunUnary(this, ctx, std::move(call));
+}
+
+grpc::ServerUnaryReactor* CacheService::Delete(
+    grpc::CallbackServerContext* ctx, const v1::DeleteRequest* request,
+    v1::DeleteResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (Status s = ValidateKey(request->key(), "Delete", limits_); !s.ok()) {
+    return reactor->Finish(s), reactor;
+  }
+  auto call = std::make_unique<UnaryCall<v1::DeleteResponse>>();
+  call->reactor = reactor;
+  call->response = response;
+  call->service = this;
+  call->what = "Delete";
+  call->fill = [](const CacheOp& op, v1::DeleteResponse* r) {
+    r->set_deleted(op.del.deleted);
+  };
+  call->op.kind = OpKind::kDelete;
+  call->op.hash = engine_->Hash(request->key());
+  return RunUnary(this, ctx, std::move(call));
+}
+
+grpc::ServerUnaryReactor* CacheService::Touch(grpc::CallbackServerContext* ctx,
+                                              const v1::TouchRequest* request,
+                                              v1::TouchResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (Status s = ValidateKey(request->key(), "Touch", limits_); !s.ok()) {
+    return reactor->Finish(s), reactor;
+  }
+  if (Status s = ValidateTtl(request->ttl_ms(), "Touch"); !s.ok()) {
+    return reactor->Finish(s), reactor;
+  }
+  auto call = std::make_unique<UnaryCall<v1::TouchResponse>>();
+  call->reactor = reactor;
+  call->response = response;
+  call->service = this;
+  call->what = "Touch";
+  call->op.kind = OpKind::kTouch;
+  call->op.ttl_ms = request->ttl_ms();
+  call->op.hash = engine_->Hash(request->key());
+  return RunUnary(this, ctx, std::move(call));
+}
+
+namespace {
+
+// A batch RPC: one CacheOp per item, finished when the last one completes.
+struct MultiCall {
+  std::unique_ptr<CacheOp[]> ops;
+  std::atomic<size_t> remaining{0};
+  grpc::ServerUnaryReactor* reactor = nullptr;
+  const CacheService* service = nullptr;
+  v1::MultiGetResponse* get_response = nullptr;
+  v1::MultiSetResponse* set_response = nullptr;
+  size_t count = 0;
+
+  // Called once per op that will not run (rejected at submit or invalid).
+  void Settle() {
+    if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish();
+  }
+
+  void Finish() {
+    Status status = Status::OK;
+    for (size_t i = 0; i < count; ++i) {
+      const CacheOp& op = ops[i];
+      const std::string what = absl::StrCat(
+          get_response != nullptr ? "MultiGet" : "MultiSet", " item ", i);
+      if (get_response != nullptr) {
+        Status s = StatusOf(op, what, service->limits());
+        if (!s.ok()) {
+          status = s;  // GetResponse has no per-item code: fail the call
+          break;
+        }
+        FillGet(op, get_response->mutable_results(static_cast<int>(i)));
+      } else {
+        v1::SetResult* r = set_response->mutable_results(static_cast<int>(i));
+        if (r->code() != 0) continue;  // rejected before it ran
+        Status s = StatusOf(op, what, service->limits());
+        r->set_code(static_cast<int>(s.error_code()));
+        if (s.ok()) {
+          r->set_version(op.set.version);
+        } else {
+          r->set_message(s.error_message());
+        }
+      }
+    }
+    reactor->Finish(status);
+    delete this;
+  }
+
+  static void Done(CacheOp*, void* context) {
+    static_cast<MultiCall*>(context)->Settle();
+  }
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* CacheService::MultiGet(
+    grpc::CallbackServerContext* ctx, const v1::MultiGetRequest* request,
+    v1::MultiGetResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  const size_t n = request->keys_size();
+  for (size_t i = 0; i < n; ++i) {
+    Status s = ValidateKey(request->keys(static_cast<int>(i)),
+                           absl::StrCat("MultiGet item ", i), limits_);
+    if (!s.ok()) return reactor->Finish(s), reactor;
+  }
+  if (n == 0) return reactor->Finish(Status::OK), reactor;
+
+  auto* call = new MultiCall;
+  call->ops = std::make_unique<CacheOp[]>(n);
+  call->count = n;
+  call->remaining.store(n, std::memory_order_relaxed);
+  call->reactor = reactor;
+  call->service = this;
+  call->get_response = response;
+  const auto deadline = SteadyDeadline(ctx);
+  for (size_t i = 0; i < n; ++i) {
+    v1::GetResponse* slot = response->add_results();
+    CacheOp& op = call->ops[i];
+    op.kind = OpKind::kGet;
+    op.hash = engine_->Hash(request->keys(static_cast<int>(i)));
+    op.value_out = slot->mutable_value();
+    op.deadline = deadline;
+    op.on_done = &MultiCall::Done;
+    op.done_context = call;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (Error e = dispatcher_->Submit(&call->ops[i]); e != Error::kOk) {
+      call->ops[i].error = e;
+      call->Settle();
+    }
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CacheService::MultiSet(
+    grpc::CallbackServerContext* ctx, const v1::MultiSetRequest* request,
+    v1::MultiSetResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  const size_t n = request->items_size();
+  if (n == 0) return reactor->Finish(Status::OK), reactor;
+
+  auto* call = new MultiCall;
+  call->ops = std::make_unique<CacheOp[]>(n);
+  call->count = n;
+  call->remaining.store(n, std::memory_order_relaxed);
+  call->reactor = reactor;
+  call->service = this;
+  call->set_response = response;
+  const auto deadline = SteadyDeadline(ctx);
+  std::vector<bool> valid(n);
+  for (size_t i = 0; i < n; ++i) {
+    v1::SetResult* r = response->add_results();
+    const v1::SetRequest& item = request->items(static_cast<int>(i));
+    CacheOp& op = call->ops[i];
+    Status s = PrepareSet(item, absl::StrCat("MultiSet item ", i), limits_, op);
+    if (!s.ok()) {
+      r->set_code(static_cast<int>(s.error_code()));
+      r->set_message(s.error_message());
+      continue;
+    }
+    valid[i] = true;
+    op.hash = engine_->Hash(item.key());
+    op.deadline = deadline;
+    op.on_done = &MultiCall::Done;
+    op.done_context = call;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!valid[i]) {
+      call->Settle();
+      continue;
+    }
+    if (Error e = dispatcher_->Submit(&call->ops[i]); e != Error::kOk) {
+      call->ops[i].error = e;
+      call->Settle();
+    }
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CacheService::Stats(grpc::CallbackServerContext* ctx,
+                                              const v1::StatsRequest*,
+                                              v1::StatsResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  for (const NodeStatsSnapshot& s : engine_->Stats()) {
+    v1::NodeStats* n = response->add_nodes();
+    n->set_node(s.node);
+    n->set_hits_local(s.hits_local);
+    n->set_hits_remote(s.hits_remote);
+    n->set_misses(s.misses);
+    n->set_sets(s.sets);
+    n->set_deletes(s.deletes);
+    n->set_evictions(s.evictions_capacity + s.evictions_keys);
+    n->set_expirations(s.ttl_expirations);
+    n->set_live_keys(s.live_keys);
+    n->set_live_bytes(s.live_bytes);
+    n->set_memory_limit_bytes(s.memory_limit_bytes);
+  }
+  reactor->Finish(Status::OK);
+  return reactor;
+}
+
+namespace {
+
+// The Pipeline stream. Reads are processed as they arrive, up to
+// max_in_flight ops at once (then reading pauses: flow control back to the
+// client); completions, which arrive on node workers in any order, queue their
+// responses and one write is in flight at a time. The stream finishes once
+// the client half-closed and every op was answered.
+//
+// gRPC reactions (StartRead/StartWrite/Finish) are issued outside mu_, since
+// gRPC may run the matching callback inline.
+class PipelineReactor final
+    : public grpc::ServerBidiReactor<v1::PipelineRequest, v1::PipelineResponse> {
+ public:
+  PipelineReactor(CacheService* service, grpc::CallbackServerContext* ctx)
+      : service_(service), ctx_(ctx) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      bool finish = false;
+      {
+        absl::MutexLock lock(&mu_);
+        reads_done_ = true;
+        finish = ShouldFinishLocked();
+      }
+      if (finish) Finish(Status::OK);
+      return;
+    }
+    auto item = std::make_unique<Item>();
+    item->reactor = this;
+    item->request.Swap(&request_);
+    item->response.set_id(item->request.id());
+    Status s = Prepare(*item);
+    bool read_more;
+    {
+      absl::MutexLock lock(&mu_);
+      ++in_flight_;
+      read_more = in_flight_ < service_->max_pipeline_in_flight();
+      if (!read_more) reading_paused_ = true;
+    }
+    if (!s.ok()) {
+      Complete(item.release(), s);
+    } else {
+      Item* raw = item.release();
+      if (Error e = service_->dispatcher()->Submit(&raw->op); e != Error::kOk) {
+        Complete(raw, SubmitStatus(e, "Pipeline", service_->limits()));
+      }
+    }
+    if (read_more) StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    const v1::PipelineResponse* next = nullptr;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      outbox_.pop_front();
+      if (!ok) broken_ = true;  // client went away: drop what is left
+      if (broken_) outbox_.clear();
+      if (!outbox_.empty()) {
+        next = outbox_.front().get();
+      } else {
+        writing_ = false;
+        finish = ShouldFinishLocked();
+      }
+    }
+    if (next != nullptr) StartWrite(next);
+    if (finish) Finish(Status::OK);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  struct Item {
+    PipelineReactor* reactor = nullptr;
+    v1::PipelineRequest request;
+    v1::PipelineResponse response;
+    CacheOp op;
+  };
+
+  Status Prepare(Item& item) {
+    const Limits& limits = service_->limits();
+    CacheOp& op = item.op;
+    op.deadline = SteadyDeadline(ctx_);
+    op.on_done = [](CacheOp* o, void* context) {
+      auto* it = static_cast<Item*>(context);
+      it->reactor->Complete(it, StatusOf(*o, "Pipeline", it->reactor->service_->limits()));
+    };
+    op.done_context = &item;
+    const v1::PipelineRequest& r = item.request;
+    absl::string_view key;
+    switch (r.op_case()) {
+      case v1::PipelineRequest::kGet:
+        key = r.get().key();
+        op.kind = OpKind::kGet;
+        op.value_out = item.response.mutable_get()->mutable_value();
+        break;
+      case v1::PipelineRequest::kSet:
+        if (Status s = PrepareSet(r.set(), "Pipeline Set", limits, op); !s.ok()) {
+          return s;
+        }
+        key = r.set().key();
+        break;
+      case v1::PipelineRequest::kDelete:
+        key = r.delete_().key();
+        op.kind = OpKind::kDelete;
+        break;
+      case v1::PipelineRequest::kTouch:
+        if (Status s = ValidateTtl(r.touch().ttl_ms(), "Pipeline Touch"); !s.ok()) {
+          return s;
+        }
+        key = r.touch().key();
+        op.kind = OpKind::kTouch;
+        op.ttl_ms = r.touch().ttl_ms();
+        break;
+      case v1::PipelineRequest::OP_NOT_SET:
+        return Status(StatusCode::INVALID_ARGUMENT,
+                      "Pipeline: request has no operation set");
+    }
+    if (Status s = ValidateKey(key, "Pipeline", limits); !s.ok()) return s;
+    op.hash = service_->engine()->Hash(std::string_view(key.data(), key.size()));
+    return Status::OK;
+  }
+
+  // Queues the answer to `item` (taking ownership) and starts a write if none
+  // is in flight. Runs on a node worker, or on a gRPC thread for rejections.
+  void Complete(Item* item, const Status& status) {
+    std::unique_ptr<Item> owned(item);
+    auto resp = std::make_unique<v1::PipelineResponse>();
+    resp->Swap(&item->response);
+    resp->set_code(static_cast<int>(status.error_code()));
+    if (!status.ok()) {
+      resp->set_message(status.error_message());
+      resp->clear_result();
+    } else {
+      const CacheOp& op = item->op;
+      switch (op.kind) {
+        case OpKind::kGet:
+          FillGet(op, resp->mutable_get());
+          break;
+        case OpKind::kSet:
+          resp->mutable_set()->set_version(op.set.version);
+          break;
+        case OpKind::kDelete:
+          resp->mutable_delete_()->set_deleted(op.del.deleted);
+          break;
+        case OpKind::kTouch:
+          resp->mutable_touch();
+          break;
+      }
+    }
+    const v1::PipelineResponse* to_write = nullptr;
+    bool resume_read = false;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --in_flight_;
+      if (reading_paused_ && !reads_done_ &&
+          in_flight_ < service_->max_pipeline_in_flight()) {
+        reading_paused_ = false;
+        resume_read = true;
+      }
+      if (!broken_) {
+        outbox_.push_back(std::move(resp));
+        if (!writing_) {
+          writing_ = true;
+          to_write = outbox_.front().get();
+        }
+      }
+      finish = ShouldFinishLocked();
+    }
+    if (to_write != nullptr) StartWrite(to_write);
+    if (resume_read) StartRead(&request_);
+    if (finish) Finish(Status::OK);
+  }
+
+  bool ShouldFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || !reads_done_ || in_flight_ != 0 || writing_ ||
+        !outbox_.empty()) {
+      return false;
+    }
+    finished_ = true;
+    return true;
+  }
+
+  CacheService* const service_;
+  grpc::CallbackServerContext* const ctx_;
+  v1::PipelineRequest request_;  // owned by the outstanding read
+
+  absl::Mutex mu_;
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::unique_ptr<v1::PipelineResponse>> outbox_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::PipelineRequest, v1::PipelineResponse>*
+CacheService::Pipeline(grpc::CallbackServerContext* ctx) {
+  if (!ready()) {
+    class Refuse final : public grpc::ServerBidiReactor<v1::PipelineRequest,
+                                                        v1::PipelineResponse> {
+     public:
+      Refuse() { Finish(Unavailable()); }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse;
+  }
+  return new PipelineReactor(this, ctx);
+}
+
+}  // namespace furrballs::service

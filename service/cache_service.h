@@ -1,0 +1,73 @@
+// service/cache_service.h: the furrballs.v1.Cache gRPC service (callback API).
+//
+// Thread safety: thread-safe; gRPC calls the handlers from its own threads.
+//
+// Handlers never block. Each validates its input, hashes the key once, and
+// hands a CacheOp to the Dispatcher; the RPC is finished from the op's
+// completion (on the owning node's worker, or inline in direct mode). Every
+// rejection carries the most specific status code and a message naming the
+// field and the limit (service/status_mapping.h).
+#ifndef FURRBALLS_SERVICE_CACHE_SERVICE_H_
+#define FURRBALLS_SERVICE_CACHE_SERVICE_H_
+
+#include <atomic>
+#include <cstddef>
+
+#include "engine/furrball/furrball.h"
+#include "furrballs/v1/furrballs.grpc.pb.h"
+#include "service/dispatcher.h"
+#include "service/status_mapping.h"
+
+namespace furrballs::service {
+
+class CacheService final : public furrballs::v1::Cache::CallbackService {
+ public:
+  // `engine` and `dispatcher` must outlive the service.
+  CacheService(FurrBall* engine, Dispatcher* dispatcher,
+               size_t max_pipeline_in_flight);
+
+  // Until SetReady(true) (and after SetReady(false)) every RPC fails with
+  // UNAVAILABLE.
+  void SetReady(bool ready) { ready_.store(ready, std::memory_order_release); }
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx,
+                                const v1::GetRequest* request,
+                                v1::GetResponse* response) override;
+  grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* ctx,
+                                const v1::SetRequest* request,
+                                v1::SetResponse* response) override;
+  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* ctx,
+                                   const v1::DeleteRequest* request,
+                                   v1::DeleteResponse* response) override;
+  grpc::ServerUnaryReactor* Touch(grpc::CallbackServerContext* ctx,
+                                  const v1::TouchRequest* request,
+                                  v1::TouchResponse* response) override;
+  grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* ctx,
+                                     const v1::MultiGetRequest* request,
+                                     v1::MultiGetResponse* response) override;
+  grpc::ServerUnaryReactor* MultiSet(grpc::CallbackServerContext* ctx,
+                                     const v1::MultiSetRequest* request,
+                                     v1::MultiSetResponse* response) override;
+  grpc::ServerBidiReactor<v1::PipelineRequest, v1::PipelineResponse>*
+  Pipeline(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
+                                  const v1::StatsRequest* request,
+                                  v1::StatsResponse* response) override;
+
+  const Limits& limits() const { return limits_; }
+  FurrBall* engine() const { return engine_; }
+  Dispatcher* dispatcher() const { return dispatcher_; }
+  size_t max_pipeline_in_flight() const { return max_pipeline_in_flight_; }
+
+ private:
+  FurrBall* const engine_;
+  Dispatcher* const dispatcher_;
+  const Limits limits_;
+  const size_t max_pipeline_in_flight_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace furrballs::service
+
+#endif  // FURRBALLS_SERVICE_CACHE_SERVICE_H_

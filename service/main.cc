@@ -1,0 +1,218 @@
+// furrballs_server: the Furrballs gRPC cache server.
+//
+// Every setting is a flag; `--help` lists them with their defaults. The same
+// names work in a config file (`--flagfile=path`, one `--name=value` per
+// line) and as environment variables FURRBALLS_<NAME> (upper case), with the
+// precedence command line > flagfile > environment > default.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <absl/flags/flag.h>
+#include <absl/flags/parse.h>
+#include <absl/flags/reflection.h>
+#include <absl/flags/usage.h>
+#include <absl/strings/ascii.h>
+#include <absl/strings/str_cat.h>
+
+#include "service/server.h"
+
+ABSL_FLAG(std::string, listen_address, "127.0.0.1:50051",
+          "host:port for gRPC. Loopback by default; 0.0.0.0:50051 to serve "
+          "other hosts.");
+ABSL_FLAG(uint64_t, memory_mb, 256,
+          "Value memory budget in MiB over all nodes (a hard limit; metadata "
+          "comes on top).");
+ABSL_FLAG(uint64_t, page_kb, 2048,
+          "Page size in KiB: the unit of placement, compaction and spill.");
+ABSL_FLAG(int, nodes, 0,
+          "NUMA nodes to serve on. 0 = every node this process may use.");
+ABSL_FLAG(int, simulate_nodes, 0,
+          "If > 0, split the allowed CPUs into this many virtual NUMA nodes "
+          "(for one-node machines and tests).");
+ABSL_FLAG(uint32_t, simulated_remote_delay_ns, 0,
+          "Busy-wait added to each simulated cross-node access.");
+ABSL_FLAG(std::string, routing, "hash",
+          "Key placement: hash (owner from the key's hash), round_robin, or "
+          "thread_local.");
+ABSL_FLAG(uint64_t, max_key_bytes, 250, "Largest accepted key.");
+ABSL_FLAG(uint64_t, max_value_bytes, 1 << 20, "Largest accepted value.");
+ABSL_FLAG(uint64_t, hash_seed, 0,
+          "Seed of the keyed hash. Use a random, secret value in production "
+          "so clients cannot force collisions.");
+ABSL_FLAG(std::string, dispatch, "nodejob",
+          "nodejob: queue each op to its node's worker (batched, write "
+          "compaction); direct: run ops in the gRPC thread.");
+ABSL_FLAG(uint64_t, queue_depth, 4096,
+          "Ops waiting per node before RPCs fail with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_batch, 64, "Ops a node worker takes per batch.");
+ABSL_FLAG(bool, write_compaction, true,
+          "Merge same-key unconditional Sets inside a batch.");
+ABSL_FLAG(uint64_t, max_message_bytes, 16 << 20,
+          "Largest gRPC message received or sent.");
+ABSL_FLAG(int, max_concurrent_streams, 1024,
+          "HTTP/2 streams per client connection.");
+ABSL_FLAG(uint64_t, max_pipeline_in_flight, 256,
+          "Pipeline ops in flight per stream before reading pauses.");
+ABSL_FLAG(uint64_t, keepalive_min_ping_ms, 10000,
+          "Clients pinging more often than this are disconnected.");
+ABSL_FLAG(uint64_t, shutdown_deadline_ms, 10000,
+          "On SIGTERM/SIGINT, time in-flight RPCs get before cancellation.");
+
+namespace furrballs::service {
+namespace {
+
+// Applies FURRBALLS_<NAME> environment variables to this binary's flags. Runs
+// before command-line parsing, which therefore overrides it.
+bool ApplyEnvironment(std::string* error) {
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename().find("service/main.cc") == std::string::npos) {
+      continue;
+    }
+    const std::string var =
+        absl::StrCat("FURRBALLS_", absl::AsciiStrToUpper(name));
+    const char* value = std::getenv(var.c_str());
+    if (value == nullptr) continue;
+    std::string why;
+    if (!flag->ParseFrom(value, &why)) {
+      *error = absl::StrCat(var, "=", value, ": ", why);
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<ServerOptions> OptionsFromFlags() {
+  ServerOptions o;
+  o.listen_address = absl::GetFlag(FLAGS_listen_address);
+  o.engine.memory_budget_bytes = absl::GetFlag(FLAGS_memory_mb) << 20;
+  o.engine.page_size_bytes = absl::GetFlag(FLAGS_page_kb) << 10;
+  const int simulate = absl::GetFlag(FLAGS_simulate_nodes);
+  o.engine.simulate_topology = simulate > 0;
+  o.engine.node_count = simulate > 0 ? simulate : absl::GetFlag(FLAGS_nodes);
+  o.engine.simulated_remote_delay_ns =
+      absl::GetFlag(FLAGS_simulated_remote_delay_ns);
+  const std::string routing = absl::GetFlag(FLAGS_routing);
+  if (routing == "hash") {
+    o.engine.routing = RoutingPolicy::kHash;
+  } else if (routing == "round_robin") {
+    o.engine.routing = RoutingPolicy::kRoundRobin;
+  } else if (routing == "thread_local") {
+    o.engine.routing = RoutingPolicy::kThreadLocal;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--routing=", routing, ": expected hash, round_robin or thread_local"));
+  }
+  o.engine.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
+  o.engine.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
+  o.engine.hash_seed = absl::GetFlag(FLAGS_hash_seed);
+  const std::string dispatch = absl::GetFlag(FLAGS_dispatch);
+  if (dispatch == "nodejob") {
+    o.dispatch.mode = DispatchMode::kNodeJob;
+  } else if (dispatch == "direct") {
+    o.dispatch.mode = DispatchMode::kDirect;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dispatch=", dispatch, ": expected nodejob or direct"));
+  }
+  o.dispatch.queue_capacity = absl::GetFlag(FLAGS_queue_depth);
+  o.dispatch.max_batch = absl::GetFlag(FLAGS_max_batch);
+  o.dispatch.write_compaction = absl::GetFlag(FLAGS_write_compaction);
+  if (o.dispatch.max_batch == 0 || o.dispatch.queue_capacity == 0) {
+    return absl::InvalidArgumentError(
+        "--max_batch and --queue_depth must be at least 1");
+  }
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (o.max_message_bytes < o.engine.max_value_bytes + 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_message_bytes=", o.max_message_bytes,
+        " cannot carry a value of --max_value_bytes=",
+        o.engine.max_value_bytes));
+  }
+  o.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  o.max_pipeline_in_flight = absl::GetFlag(FLAGS_max_pipeline_in_flight);
+  o.keepalive_min_ping_interval =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_ms));
+  o.shutdown_deadline =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_deadline_ms));
+  return o;
+}
+
+void PrintConfiguration(const Server& server) {
+  std::printf("furrballs: effective configuration\n");
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename().find("service/main.cc") == std::string::npos) {
+      continue;
+    }
+    std::printf("  --%s=%s\n", std::string(name).c_str(),
+                flag->CurrentValue().c_str());
+  }
+  const FurrBall& engine = *server.engine();
+  std::printf("furrballs: %d node(s)%s, %zu MiB per node, metadata %zu MiB\n",
+              engine.node_count(),
+              engine.options().simulate_topology ? " (simulated)" : "",
+              engine.options().memory_budget_bytes / engine.node_count() >> 20,
+              engine.MetadataBytes() >> 20);
+  std::printf(
+      "furrballs: serving furrballs.v1.Cache on 127.0.0.1:%d (listen %s); "
+      "try: grpcurl -plaintext -d '{\"key\":\"aGk=\",\"value\":\"dGhlcmU=\"}' "
+      "localhost:%d furrballs.v1.Cache/Set\n",
+      server.port(), server.options().listen_address.c_str(), server.port());
+  std::fflush(stdout);
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Furrballs, a topology-aware key-value cache served over gRPC.\n"
+      "Flags may also come from --flagfile=FILE (lines of --name=value) and "
+      "from environment variables FURRBALLS_<NAME>.");
+  std::string env_error;
+  if (!ApplyEnvironment(&env_error)) {
+    std::fprintf(stderr, "furrballs: bad environment variable %s\n",
+                 env_error.c_str());
+    return 2;
+  }
+  absl::ParseCommandLine(argc, argv);
+  auto options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "furrballs: %s\n",
+                 std::string(options.status().message()).c_str());
+    return 2;
+  }
+
+  // Block the stop signals in every thread (workers and gRPC threads inherit
+  // this mask) so that only sigwait below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto server = Server::Start(*options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "furrballs: cannot start: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  PrintConfiguration(**server);
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  std::printf("furrballs: %s received, shutting down (deadline %lld ms)\n",
+              signal == SIGTERM ? "SIGTERM" : "SIGINT",
+              static_cast<long long>(options->shutdown_deadline.count()));
+  std::fflush(stdout);
+  (*server)->Shutdown();
+  std::printf("furrballs: stopped\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace furrballs::service
+
+int main(int argc, char** argv) {
+  return furrballs::service::Main(argc, argv);
+}

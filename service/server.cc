@@ -1,0 +1,77 @@
+#include "service/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include <absl/status/status.h>
+#include <absl/strings/str_cat.h>
+
+namespace furrballs::service {
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(
+    const ServerOptions& options) {
+  std::unique_ptr<Server> server(new Server(options));
+  auto engine = FurrBall::Open(options.engine);
+  if (!engine.ok()) return engine.status();
+  server->engine_ = std::move(*engine);
+  server->dispatcher_ =
+      std::make_unique<Dispatcher>(server->engine_.get(), options.dispatch);
+  server->service_ = std::make_unique<CacheService>(
+      server->engine_.get(), server->dispatcher_.get(),
+      options.max_pipeline_in_flight);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen_address,
+                           grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             options.max_concurrent_streams);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(options.keepalive_min_ping_interval.count()));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 3);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "could not listen on ", options.listen_address,
+        " (address in use, or not a valid host:port)"));
+  }
+  auto* health = server->server_->GetHealthCheckService();
+  health->SetServingStatus(furrballs::v1::Cache::service_full_name(), true);
+  health->SetServingStatus(true);
+  server->service_->SetReady(true);
+  return server;
+}
+
+void Server::Shutdown() {
+  if (stopped_ || server_ == nullptr) return;
+  stopped_ = true;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  // In-flight RPCs keep running: the dispatcher still accepts their ops until
+  // the gRPC server stopped (its Shutdown waits for every callback RPC to
+  // finish, or cancels them at the deadline).
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    options_.shutdown_deadline);
+  service_->SetReady(false);
+  dispatcher_->Stop();
+  dispatcher_->WaitIdle();
+  server_->Wait();
+}
+
+Server::~Server() {
+  Shutdown();
+  // Order matters: the service and dispatcher reference the engine.
+  server_.reset();
+  service_.reset();
+  dispatcher_.reset();
+  engine_.reset();
+}
+
+}  // namespace furrballs::service

@@ -1,0 +1,75 @@
+// service/server.h: a running Furrballs gRPC server: the engine, the
+// dispatcher, the Cache service, health and reflection, with limits.
+//
+// Thread safety: Start() and Shutdown() are called by one controlling thread;
+// everything else is internally synchronized.
+#ifndef FURRBALLS_SERVICE_SERVER_H_
+#define FURRBALLS_SERVICE_SERVER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <absl/status/statusor.h>
+#include <grpcpp/server.h>
+
+#include "engine/furrball/furrball.h"
+#include "engine/furrball/options.h"
+#include "service/cache_service.h"
+#include "service/dispatcher.h"
+
+namespace furrballs::service {
+
+struct ServerOptions {
+  // host:port to listen on; port 0 picks a free port (see Server::port()).
+  std::string listen_address = "127.0.0.1:50051";
+  FurrBallOptions engine;
+  DispatcherOptions dispatch;
+  // Largest request or response message. Must hold a MultiSet of several
+  // maximum-size values.
+  size_t max_message_bytes = size_t{16} << 20;
+  // HTTP/2 streams per connection.
+  int max_concurrent_streams = 1024;
+  // Pipeline ops in flight per stream before reading pauses.
+  size_t max_pipeline_in_flight = 256;
+  // Keepalive enforcement: clients pinging more often than this are sent
+  // GOAWAY (after a few strikes).
+  std::chrono::milliseconds keepalive_min_ping_interval{10000};
+  // Time in-flight RPCs get to finish on shutdown before they are cancelled.
+  std::chrono::milliseconds shutdown_deadline{10000};
+};
+
+class Server {
+ public:
+  // Opens the engine, starts the workers and the gRPC server, and marks the
+  // health service SERVING.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      const ServerOptions& options);
+
+  // Graceful stop: health NOT_SERVING, stop accepting, let in-flight RPCs
+  // finish until the deadline (then cancel them), drain the node queues, stop
+  // the engine. Idempotent; the destructor calls it.
+  void Shutdown();
+  ~Server();
+
+  int port() const { return port_; }
+  const ServerOptions& options() const { return options_; }
+  FurrBall* engine() const { return engine_.get(); }
+  Dispatcher* dispatcher() const { return dispatcher_.get(); }
+
+ private:
+  explicit Server(const ServerOptions& options) : options_(options) {}
+
+  const ServerOptions options_;
+  std::unique_ptr<FurrBall> engine_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<CacheService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace furrballs::service
+
+#endif  // FURRBALLS_SERVICE_SERVER_H_
