@@ -273,7 +273,8 @@ class Numatic {
 
 // The node holding the page that contains `p`, from move_pages(2) in query
 // mode (nodes == NULL). kInvalidArgument if the page is not mapped or was
-// never touched. On a simulated topology this is the real node (0 on a
+// never touched, or if the system call is refused (a container without
+// CAP_SYS_NICE); on a kernel without NUMA every page is on node 0. On a simulated topology this is the real node (0 on a
 // one-node machine), never a virtual one.
 absl::StatusOr<int> GetPageNode(const void* p);
 // The same for many pages: one entry each, a node or a negative errno.

@@ -1,9 +1,16 @@
 #include "engine/numatic/numatic.h"
 
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory_resource>
@@ -50,6 +57,74 @@ std::vector<int> AffinityOfThisThread() {
 template <typename Body>
 void OnNewThread(Body body) {
   std::thread(body).join();
+}
+
+// Runs `body` on a thread whose NUMA memory-policy system calls fail with
+// `error`, the way a kernel without NUMA (ENOSYS) or Docker's default seccomp
+// profile (EPERM) answers them. The filter belongs to that thread alone and
+// ends with it. Returns false if this environment forbids seccomp filters.
+template <typename Body>
+bool WithoutNumaSyscalls(int error, Body body) {
+  bool installed = false;
+  std::thread([&] {
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_get_mempolicy, 4, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_set_mempolicy, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mbind, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_move_pages, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K,
+                 SECCOMP_RET_ERRNO | (static_cast<uint32_t>(error) &
+                                      SECCOMP_RET_DATA)),
+    };
+    struct sock_fprog program = {
+        static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])),
+        filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+      return;
+    }
+    installed = true;
+    body();
+  }).join();
+  return installed;
+}
+
+TEST(NumaticTest, WithoutNumaSyscallsThereIsOneUnboundNode) {
+  for (int error : {ENOSYS, EPERM}) {
+    SCOPED_TRACE(error);
+    const bool ran = WithoutNumaSyscalls(error, [&] {
+      std::unique_ptr<Numatic> numatic = MakeNumatic();
+      ASSERT_NE(numatic, nullptr);
+      const Topology& topology = numatic->topology();
+      EXPECT_FALSE(topology.numa_available());
+      EXPECT_FALSE(topology.numa_unavailable_reason().empty());
+      EXPECT_THAT(topology.ToString(), HasSubstr("NUMA unavailable"));
+      ASSERT_EQ(topology.node_ids(), std::vector<int>{0});
+      EXPECT_EQ(topology.nodes()[0].cpus, AffinityOfThisThread());
+      EXPECT_GT(topology.nodes()[0].memory_bytes, 0u);
+
+      absl::StatusOr<NumaBlock> block = numatic->AllocateOnNode(1 << 16, 0);
+      ASSERT_TRUE(block.ok()) << block.status();
+      std::memset(block->data, 1, block->size);
+      absl::StatusOr<int> node = GetPageNode(block->data);
+      if (error == ENOSYS) {
+        EXPECT_EQ(*node, 0);  // no NUMA in the kernel: everything is node 0
+      } else {
+        EXPECT_FALSE(node.ok());  // refused: the node cannot be known
+      }
+      numatic->Free(*block);
+      EXPECT_EQ(ErrorOf(numatic->AllocateOnNode(4096, 1).status()),
+                Error::kNoSuchNode);
+      ASSERT_TRUE(numatic->PinCurrentThreadToNode(0).ok());
+      EXPECT_EQ(numatic->GetCurrentNode(), 0);
+    });
+    if (!ran) GTEST_SKIP() << "seccomp filters are not permitted here";
+  }
 }
 
 TEST(NumaticTest, RealTopologyAllocationLandsOnItsNode) {

@@ -1,6 +1,7 @@
 #include "engine/numatic/topology.h"
 
 #include <numa.h>
+#include <numaif.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -47,6 +48,21 @@ absl::StatusOr<std::vector<int>> AllowedCpusOfCallingThread() {
     CPU_FREE(set);
     return cpus;
   }
+}
+
+// Why this process cannot use NUMA memory policy, or "" if it can.
+// libnuma's numa_available() only recognizes ENOSYS (a kernel without NUMA),
+// but Docker's default seccomp profile answers EPERM to get_mempolicy, mbind
+// and move_pages in containers without CAP_SYS_NICE; libnuma then calls NUMA
+// available while every policy call fails. Either way this process cannot
+// place memory, so both get the one-node topology.
+std::string NumaUnavailableReason() {
+  if (get_mempolicy(nullptr, nullptr, 0, nullptr, 0) == 0) return "";
+  const int err = errno;
+  if (err == ENOSYS) return "the kernel has no NUMA support";
+  return absl::StrCat("get_mempolicy is refused (", strerror(err),
+                      "); a container needs CAP_SYS_NICE or a seccomp "
+                      "profile that allows the memory-policy system calls");
 }
 
 // Physical memory when there is no per-node information.
@@ -97,7 +113,8 @@ absl::StatusOr<Topology> Topology::Discover() {
   topology.allowed_cpus_ = *std::move(allowed);
 
   absl::MutexLock lock(&libnuma_mutex);
-  if (::numa_available() < 0) {
+  topology.numa_unavailable_reason_ = NumaUnavailableReason();
+  if (!topology.numa_unavailable_reason_.empty()) {
     NodeInfo node;
     node.id = 0;
     node.cpus = topology.allowed_cpus_;
@@ -270,7 +287,8 @@ std::string Topology::ToString() const {
   } else {
     absl::StrAppend(&out, "topology: discovered, ", nodes_.size(),
                     " usable node(s)",
-                    numa_available_ ? "" : " (libnuma: NUMA unavailable)",
+                    numa_available_ ? "" : " (NUMA unavailable: ",
+                    numa_unavailable_reason_, numa_available_ ? "" : ")",
                     "\n");
   }
   absl::StrAppend(&out, "allowed CPUs: ", FormatIdList(allowed_cpus_), " (",

@@ -15,8 +15,10 @@
 // each one was dropped. Call Discover() before pinning any thread, from a
 // thread that still has the process's full affinity.
 //
-// When libnuma reports that NUMA is unavailable (no kernel support), the
-// topology is one node, id 0, holding every allowed CPU.
+// When the process cannot use NUMA memory policy (a kernel without NUMA, or
+// a container whose seccomp profile refuses get_mempolicy/mbind/move_pages),
+// the topology is one node, id 0, holding every allowed CPU, and
+// numa_unavailable_reason() says why.
 //
 // A simulated topology splits the allowed CPUs into N virtual nodes so that
 // every multi-node path can run on a one-node machine:
@@ -82,8 +84,14 @@ class Topology {
   static absl::StatusOr<Topology> Simulate(const SimulationOptions& options);
 
   bool simulated() const { return simulated_; }
-  // Whether libnuma found kernel NUMA support (false for simulated ones).
+  // Whether the process can bind memory to nodes: the kernel supports NUMA
+  // and the memory-policy system calls are permitted. Always false for a
+  // simulated topology.
   bool numa_available() const { return numa_available_; }
+  // Why a discovered topology has no NUMA support; "" otherwise.
+  const std::string& numa_unavailable_reason() const {
+    return numa_unavailable_reason_;
+  }
 
   // CPUs and memory nodes the process may use, as seen by Discover() or
   // Simulate(); ascending.
@@ -117,6 +125,7 @@ class Topology {
 
   bool simulated_ = false;
   bool numa_available_ = false;
+  std::string numa_unavailable_reason_;
   std::vector<int> allowed_cpus_;
   std::vector<int> allowed_memory_nodes_;
   std::vector<NodeInfo> nodes_;
