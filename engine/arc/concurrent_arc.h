@@ -1,0 +1,446 @@
+// engine/arc/concurrent_arc.h: ConcurrentARC, a per-node cache of HashPair ->
+// Value with ARC replacement: CMap for the entries, the flat ARC policy for
+// the order, PromoteBuf to defer read hits, a SpinLock for writers (report
+// §2.8).
+//
+// Thread safety: thread-safe. Find and UpdateInPlace are lock-free (CMap's
+// seqlock read or write plus one PromoteBuf enqueue); Set, Erase,
+// ForceEvictOne and the diagnostics take the SpinLock. Callbacks run under
+// the SpinLock and must not call back into the same ConcurrentARC.
+//
+// How the pieces fit
+//
+//   - CMap holds the entries; T1 ∪ T2 of the ARC policy is the set of keys
+//     that are in CMap. Every change to CMap's key set (insert, erase) happens
+//     under the SpinLock together with the matching list change, so under the
+//     lock the two always agree; readers never change the key set.
+//   - A read (Find) that hits enqueues the key in PromoteBuf and returns; the
+//     ARC hit (Case I: move to MRU of T2) is applied later, in enqueue order,
+//     by whoever next holds the lock: every Set, Erase and ForceEvictOne
+//     drains first, and every 64th enqueue makes its reader try_lock and
+//     drain. A promotion whose key is no longer resident by then is stale and
+//     discarded (it must not become a ghost hit). Driven from one thread as
+//     "Find; on a miss Set", the result is therefore exactly ARC: all hits
+//     are applied, in order, before the next miss is handled.
+//   - A write (Set) takes the lock, drains, asks the policy where the key is
+//     (the index answers under the lock; no CMap probe is needed for that),
+//     then:
+//       resident (update): one CMap::Set, then the ARC hit path.
+//       not resident (insert): the ARC miss path, ordered so that no list
+//         changes before the table change it depends on is confirmed
+//         (report §3.18):
+//           1. PlanMiss: decide p, the ghost to delete and the victim.
+//           2. CMap::FindAndEraseByHash(victim). kAbandonedSet (a concurrent
+//              UpdateInPlace holds the victim's slot): return it; nothing
+//              changed.
+//           3. CommitEviction: p, the ghost deletion, the victim's move to
+//              B1/B2 (or its drop, Finding 18); the eviction callback.
+//           4. CMap::Set(key). On an error the eviction stands (it was
+//              confirmed and reported) and the key is not admitted.
+//           5. Admit: the key into T1 (new) or T2 (ghost hit).
+//     REPLACE thus makes room before the insert, so CMap never holds more
+//     than c keys, and CMap is created for exactly c live keys. No slack is
+//     needed on top: CMap admits inserts by an exact live count (kCacheFull
+//     only when c keys are live and the key is not one of them) and sizes
+//     its own table for a load of at most 7/8, so whether an insert fits
+//     never depends on how keys hash. The admission count is also a check:
+//     if ARC ever let c + 1 keys in, CMap::Set would refuse the extra one.
+//
+// Erase, ForceEvictOne, the callbacks and the counters are documented at
+// their declarations below; docs/arc.md has the whole design.
+#ifndef FURRBALLS_ENGINE_ARC_CONCURRENT_ARC_H_
+#define FURRBALLS_ENGINE_ARC_CONCURRENT_ARC_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include <absl/base/thread_annotations.h>
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+#include <absl/strings/str_cat.h>
+
+#include "engine/arc/arc_flat_list.h"
+#include "engine/arc/arc_policy.h"
+#include "engine/arc/promote_buf.h"
+#include "engine/cmap/cmap.h"
+#include "engine/common/error.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/raw_allocator.h"
+#include "engine/common/spin_lock.h"
+
+namespace furrballs {
+
+template <typename Value>
+struct ConcurrentArcOptions {
+  // The cache's size in entries (ARC's c): at most this many keys are
+  // resident, and ARC remembers as many again as ghosts. The engine above
+  // translates its memory budget into entries. Required; at most
+  // ArcFlatLists<>::kMaxCapacity.
+  uint32_t capacity = 0;
+
+  // Where the CMap, the ARC arena and the ARC index live (e.g. a NUMA node's
+  // memory, from Numatic). Allocation happens in Create only.
+  RawAllocator allocator = RawAllocator::Default();
+
+  // Passed to CMap (its string-key convenience functions hash with it).
+  KeyHasher hasher;
+
+  // Called when ARC evicts a resident key: by Set's REPLACE (T1/T2 -> B1/B2),
+  // by the Case IV drop of the LRU of T1 (Finding 18), and by ForceEvictOne.
+  // Every entry that leaves the cache other than through Erase passes through
+  // here exactly once, after it is gone from the table; the engine frees its
+  // bytes here. Runs under the SpinLock: no I/O, no allocation, no blocking,
+  // no calls into this ConcurrentARC. May be empty.
+  std::function<void(const HashPair&, const Value&)> on_evict;
+
+  // Called when a key enters T2, the frequency side: a resident key's first
+  // re-reference moves it T1 -> T2 (from a drained read hit, an
+  // UpdateInPlace or a Set of the resident key), and a key that is re-set
+  // while it is a ghost comes back B1/B2 -> T2 (the report's b1/b2 -> t1/t2
+  // promotion). Hits on keys already in T2 only refresh their position and
+  // do not call it. Same rules as on_evict. May be empty.
+  std::function<void(const HashPair&)> on_promote;
+};
+
+// Counters; each is exact and written only under the SpinLock, so reading
+// them never slows the read path.
+struct ConcurrentArcStats {
+  uint64_t hits_applied = 0;       // drained read hits applied to a resident key
+  uint64_t promotions = 0;         // keys that entered T2 (on_promote calls)
+  uint64_t promotions_stale = 0;   // drained hits whose key was gone
+  uint64_t promotions_dropped = 0; // read hits lost to a full PromoteBuf
+  uint64_t inserts = 0;            // Sets that admitted a new key
+  uint64_t ghost_hits = 0;         // ... of which the key was in B1 or B2
+  uint64_t updates = 0;            // Sets of a resident key
+  uint64_t evictions = 0;          // by Set (REPLACE or the Case IV drop)
+  uint64_t forced_evictions = 0;   // by ForceEvictOne
+  uint64_t erases = 0;             // Erase of a resident key
+  uint64_t abandoned = 0;          // writes that returned kAbandonedSet
+};
+
+// What ForceEvictOne removed.
+template <typename Value>
+struct ForcedEviction {
+  Error err = Error::kOk;  // kOk, kKeyNotFound (empty) or kAbandonedSet
+  HashPair key;            // valid when err == kOk
+  std::optional<Value> value;
+};
+
+// The four list sizes and p, for diagnostics.
+struct ArcShape {
+  uint32_t t1 = 0, t2 = 0, b1 = 0, b2 = 0;
+  uint64_t p = 0;
+};
+
+template <typename Value>
+class ConcurrentARC {
+ public:
+  using Options = ConcurrentArcOptions<Value>;
+
+  static absl::StatusOr<std::unique_ptr<ConcurrentARC>> Create(
+      const Options& options) {
+    absl::StatusOr<ArcPolicy> policy =
+        ArcPolicy::Create(options.capacity, options.allocator);
+    if (!policy.ok()) return policy.status();
+    std::unique_ptr<ConcurrentARC> arc(
+        new ConcurrentARC(options, *std::move(policy)));
+    switch (arc->table_.status()) {
+      case Error::kOk:
+        return arc;
+      case Error::kAllocationFailed:
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "ConcurrentARC: cannot allocate a CMap for ", options.capacity,
+            " entries"));
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("ConcurrentARC: CMap rejected capacity ",
+                         options.capacity, ": ",
+                         std::string(ErrorName(arc->table_.status()))));
+    }
+  }
+
+  ConcurrentARC(const ConcurrentARC&) = delete;
+  ConcurrentARC& operator=(const ConcurrentARC&) = delete;
+
+  // The value of `h`, or nullopt on a miss (a miss changes nothing). A hit is
+  // queued as a promotion; every 64th queued promotion, the caller drains the
+  // queue if the SpinLock is free (try_lock: a reader never waits).
+  std::optional<Value> Find(const HashPair& h) {
+    std::optional<Value> v = table_.Find(h);
+    if (v.has_value()) NoteHit(h);
+    return v;
+  }
+
+  // Inserts or overwrites. Returns CMap's result: {kOk, inserted}, or an
+  // error with nothing admitted (kAbandonedSet: a concurrent UpdateInPlace
+  // held the key's or the victim's slot, retry; kCacheFull: cannot happen
+  // with the sizing above, but is passed through). See the file comment for
+  // the order of operations.
+  CMapSetResult Set(const HashPair& h, const Value& v) {
+    SpinLockHolder hold(lock_);
+    DrainLocked();
+    const ArcFlatLists<>& lists = policy_.lists();
+    const uint32_t slot = lists.Find(h);
+    if (slot != kArcNil && IsResident(lists.list_of(slot))) {
+      const CMapSetResult r = table_.Set(h, v);
+      if (r.err != Error::kOk) return Failed(r);
+      Bump(counters_.updates);
+      if (policy_.Hit(slot)) PromotedLocked(h);
+      return r;
+    }
+
+    const ArcMissPlan plan = policy_.PlanMiss(h);
+    if (plan.victim != kArcNil) {
+      const HashPair victim = lists.key(plan.victim);
+      FindAndEraseResult<Value> erased = table_.FindAndEraseByHash(victim);
+      if (erased.err != Error::kOk && erased.err != Error::kKeyNotFound) {
+        return Failed(CMapSetResult{erased.err, false});
+      }
+      // kKeyNotFound would mean the table lost a listed key, which the lock
+      // discipline rules out; the lists then simply follow the table.
+      policy_.CommitEviction(plan);
+      Bump(counters_.evictions);
+      if (erased.value.has_value() && options_.on_evict) {
+        options_.on_evict(victim, *erased.value);
+      }
+    } else {
+      policy_.CommitEviction(plan);
+    }
+
+    const CMapSetResult r = table_.Set(h, v);
+    if (r.err != Error::kOk) return Failed(r);
+    policy_.Admit(plan, h);
+    Bump(counters_.inserts);
+    if (plan.x_to == ArcList::kT2) {
+      Bump(counters_.ghost_hits);
+      PromotedLocked(h);
+    }
+    return r;
+  }
+
+  // Runs fn(Value&) on the resident value of `h` under CMap's per-slot
+  // seqlock, without the SpinLock (CMap serializes writers of one slot).
+  // kKeyNotFound if absent, kAbandonedSet if another writer holds the slot.
+  // A successful update is a reference to the key, so it is queued as a
+  // promotion exactly like a Find hit.
+  template <typename Fn>
+  Error UpdateInPlace(const HashPair& h, Fn&& fn) {
+    const Error err = table_.UpdateInPlace(h, std::forward<Fn>(fn));
+    if (err == Error::kOk) NoteHit(h);
+    return err;
+  }
+
+  // Deletes `h`. kOk if it was resident (its value is copied to *erased when
+  // given; on_evict is NOT called: a delete is not an eviction);
+  // kKeyNotFound if not; kAbandonedSet if a concurrent UpdateInPlace held the
+  // slot (nothing changed). Either way the key is also forgotten as a ghost:
+  // a deleted key that comes back is a new key, not evidence that ARC
+  // evicted it too early, so it must not move p.
+  Error Erase(const HashPair& h, Value* erased = nullptr) {
+    SpinLockHolder hold(lock_);
+    DrainLocked();
+    const ArcList where = policy_.lists().Where(h);
+    if (IsResident(where)) {
+      FindAndEraseResult<Value> r = table_.FindAndEraseByHash(h);
+      if (r.err == Error::kAbandonedSet) {
+        Bump(counters_.abandoned);
+        return r.err;
+      }
+      policy_.Forget(h);
+      if (r.err != Error::kOk) return r.err;
+      Bump(counters_.erases);
+      if (erased != nullptr) *erased = *r.value;
+      return Error::kOk;
+    }
+    if (IsGhost(where)) policy_.Forget(h);
+    return Error::kKeyNotFound;
+  }
+
+  // One eviction beyond ARC's count bound, for the engine, whose budget is in
+  // bytes: the victim is the key REPLACE would choose for a request that is
+  // not in B2 (LRU of T1 if |T1| >= 1 and |T1| > p, else LRU of T2; the
+  // other list if that one is empty), and it becomes a ghost (T1 -> B1,
+  // T2 -> B2) like any REPLACE victim. That leaves |T1| + |B1| and the
+  // directory total unchanged, so ARC's bounds hold; the cache is then below
+  // c and refills on later misses without evicting. on_evict is called as
+  // for every eviction, and the key and value are also returned. kKeyNotFound
+  // if the cache is empty; kAbandonedSet if the victim's slot was busy
+  // (nothing changed).
+  ForcedEviction<Value> ForceEvictOne() {
+    SpinLockHolder hold(lock_);
+    DrainLocked();
+    ForcedEviction<Value> out;
+    const ArcVictim victim = policy_.PlanForceEvict();
+    if (victim.slot == kArcNil) {
+      out.err = Error::kKeyNotFound;
+      return out;
+    }
+    out.key = policy_.lists().key(victim.slot);
+    FindAndEraseResult<Value> r = table_.FindAndEraseByHash(out.key);
+    if (r.err == Error::kAbandonedSet) {
+      Bump(counters_.abandoned);
+      out.err = r.err;
+      return out;
+    }
+    policy_.CommitForceEvict(victim);  // on kKeyNotFound too, as in Set
+    if (r.err != Error::kOk) {
+      out.err = r.err;
+      return out;
+    }
+    Bump(counters_.forced_evictions);
+    if (options_.on_evict) options_.on_evict(out.key, *r.value);
+    out.value = std::move(r.value);
+    return out;
+  }
+
+  // Applies every queued promotion now (e.g. from a maintenance tick).
+  void DrainPromotions() {
+    SpinLockHolder hold(lock_);
+    DrainLocked();
+  }
+
+  ConcurrentArcStats stats() const {
+    ConcurrentArcStats s;
+    s.hits_applied = Read(counters_.hits_applied);
+    s.promotions = Read(counters_.promotions);
+    s.promotions_stale = Read(counters_.promotions_stale);
+    s.promotions_dropped = Read(counters_.promotions_dropped);
+    s.inserts = Read(counters_.inserts);
+    s.ghost_hits = Read(counters_.ghost_hits);
+    s.updates = Read(counters_.updates);
+    s.evictions = Read(counters_.evictions);
+    s.forced_evictions = Read(counters_.forced_evictions);
+    s.erases = Read(counters_.erases);
+    s.abandoned = Read(counters_.abandoned);
+    return s;
+  }
+
+  uint32_t capacity() const { return options_.capacity; }
+  // Resident entries, as CMap counts them.
+  size_t size() const { return table_.size(); }
+  // Live keys CMap admits (== capacity()).
+  size_t table_capacity() const { return table_.capacity(); }
+  // The ARC arena and index (CMap reports its own memory).
+  size_t policy_memory_bytes() const { return policy_memory_bytes_; }
+
+  // Diagnostics; each takes the SpinLock.
+  ArcList Where(const HashPair& h) {
+    SpinLockHolder hold(lock_);
+    return policy_.lists().Where(h);
+  }
+  ArcShape Shape() {
+    SpinLockHolder hold(lock_);
+    const ArcFlatLists<>& l = policy_.lists();
+    return ArcShape{l.size(ArcList::kT1), l.size(ArcList::kT2),
+                    l.size(ArcList::kB1), l.size(ArcList::kB2), policy_.p()};
+  }
+  // Checks ARC's bounds and that T1 ∪ T2 and CMap hold the same keys.
+  // Returns "" or what is wrong. Meaningful when no writer runs (concurrent
+  // Finds and UpdateInPlaces are fine).
+  std::string CheckInvariants() {
+    SpinLockHolder hold(lock_);
+    const ArcFlatLists<>& l = policy_.lists();
+    const uint64_t c = options_.capacity;
+    const uint64_t t1 = l.size(ArcList::kT1), t2 = l.size(ArcList::kT2);
+    const uint64_t b1 = l.size(ArcList::kB1), b2 = l.size(ArcList::kB2);
+    std::ostringstream bad;
+    if (t1 + t2 > c) bad << "|T1|+|T2| = " << t1 + t2 << " > c; ";
+    if (t1 + b1 > c) bad << "|T1|+|B1| = " << t1 + b1 << " > c; ";
+    if (t1 + t2 + b1 + b2 > 2 * c) bad << "directory > 2c; ";
+    if (policy_.p() > c) bad << "p > c; ";
+    for (ArcList list : {ArcList::kT1, ArcList::kT2}) {
+      for (uint32_t s = l.mru(list); s != kArcNil; s = l.next(s)) {
+        if (!table_.Find(l.key(s)).has_value()) {
+          bad << "resident key " << l.key(s).h2 << " missing from CMap; ";
+        }
+      }
+    }
+    // Every listed resident is in CMap; equal counts mean CMap holds no
+    // key that is not listed.
+    if (table_.size() != t1 + t2) {
+      bad << "CMap holds " << table_.size() << " keys, T1+T2 " << t1 + t2
+          << "; ";
+    }
+    return bad.str();
+  }
+
+ private:
+  // Counters written only under lock_ by Bump (a load and a store, not a
+  // read-modify-write: there is one writer at a time) and read anywhere.
+  struct alignas(kCacheLineSize) Counters {
+    std::atomic<uint64_t> hits_applied{0}, promotions{0}, promotions_stale{0},
+        promotions_dropped{0}, inserts{0}, ghost_hits{0}, updates{0},
+        evictions{0}, forced_evictions{0}, erases{0}, abandoned{0};
+  };
+
+  ConcurrentARC(const Options& options, ArcPolicy policy)
+      : options_(options),
+        table_(options.capacity, options.hasher, options.allocator),
+        policy_(std::move(policy)),
+        policy_memory_bytes_(policy_.memory_bytes()) {}
+
+  static void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  static uint64_t Read(const std::atomic<uint64_t>& c) {
+    return c.load(std::memory_order_relaxed);
+  }
+
+  void NoteHit(const HashPair& h) {
+    const PromoteBuf::EnqueueResult r = promote_buf_.Enqueue(h);
+    if (r.should_drain && lock_.try_lock()) {
+      DrainLocked();
+      lock_.unlock();
+    }
+  }
+
+  CMapSetResult Failed(CMapSetResult r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    if (r.err == Error::kAbandonedSet) Bump(counters_.abandoned);
+    return r;
+  }
+
+  void PromotedLocked(const HashPair& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    Bump(counters_.promotions);
+    if (options_.on_promote) options_.on_promote(h);
+  }
+
+  void DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    promote_buf_.Drain([this](const HashPair& h)
+                           ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      const uint32_t slot = policy_.lists().Find(h);
+      if (slot == kArcNil || !IsResident(policy_.lists().list_of(slot))) {
+        Bump(counters_.promotions_stale);
+        return;
+      }
+      Bump(counters_.hits_applied);
+      if (policy_.Hit(slot)) PromotedLocked(h);
+    });
+    counters_.promotions_dropped.store(promote_buf_.dropped(),
+                                       std::memory_order_relaxed);
+  }
+
+  const Options options_;
+  // Thread-safe on its own; read by every Find.
+  CMap<Value> table_;
+
+  // The write lock, alone on its cache line: readers only try_lock it, every
+  // 64th hit.
+  alignas(kCacheLineSize) SpinLock lock_;
+  ArcPolicy policy_ ABSL_GUARDED_BY(lock_);
+  const size_t policy_memory_bytes_;
+  // Enqueue is lock-free; Drain is serialized by lock_ (DrainLocked).
+  PromoteBuf promote_buf_;
+  Counters counters_;
+};
+
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_ARC_CONCURRENT_ARC_H_

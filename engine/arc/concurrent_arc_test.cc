@@ -1,0 +1,438 @@
+#include "engine/arc/concurrent_arc.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/arc/arc_trace.h"
+#include "engine/arc/reference_arc.h"
+#include "engine/common/error.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/raw_allocator.h"
+
+namespace furrballs {
+namespace {
+
+using Arc = ConcurrentARC<uint64_t>;
+
+// The value stored for a key: derived from it, so a read can be checked.
+uint64_t ValueOf(const HashPair& h) { return h.h1 ^ 0x0123456789abcdefULL; }
+
+struct Recorder {
+  std::vector<std::pair<HashPair, uint64_t>> evicted;
+  std::vector<HashPair> promoted;
+};
+
+std::unique_ptr<Arc> Make(uint32_t capacity, Recorder* rec = nullptr) {
+  Arc::Options options;
+  options.capacity = capacity;
+  if (rec != nullptr) {
+    options.on_evict = [rec](const HashPair& h, const uint64_t& v) {
+      rec->evicted.emplace_back(h, v);
+    };
+    options.on_promote = [rec](const HashPair& h) {
+      rec->promoted.push_back(h);
+    };
+  }
+  absl::StatusOr<std::unique_ptr<Arc>> arc = Arc::Create(options);
+  EXPECT_TRUE(arc.ok()) << arc.status();
+  return *std::move(arc);
+}
+
+std::string Name(ArcList l) {
+  switch (l) {
+    case ArcList::kT1: return "T1";
+    case ArcList::kT2: return "T2";
+    case ArcList::kB1: return "B1";
+    case ArcList::kB2: return "B2";
+    case ArcList::kNone: return "none";
+  }
+  return "?";
+}
+
+// Drives ConcurrentARC as a cache is driven ("Find; on a miss Set") and the
+// reference ARC with the same keys, comparing every step. Returns "" or the
+// first divergence.
+std::string CompareWithReference(const std::vector<HashPair>& trace,
+                                 uint32_t c) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(c, &rec);
+  ReferenceArc ref(c);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const HashPair& x = trace[i];
+    std::ostringstream where;
+    where << "op " << i << ": ";
+    const ArcAccessResult want = ref.Access(x);
+    rec.evicted.clear();
+    const std::optional<uint64_t> found = arc->Find(x);
+    if (found.has_value() != want.hit) {
+      return where.str() + (want.hit ? "reference hit, Find missed"
+                                     : "reference missed, Find hit");
+    }
+    if (found.has_value()) {
+      if (*found != ValueOf(x)) return where.str() + "wrong value";
+      continue;
+    }
+    const CMapSetResult r = arc->Set(x, ValueOf(x));
+    if (r.err != Error::kOk || !r.inserted) {
+      return where.str() + "Set failed or did not insert: " +
+             std::string(ErrorName(r.err));
+    }
+    if (rec.evicted.size() != (want.evicted ? 1u : 0u)) {
+      return where.str() + "evictions: reference " +
+             std::to_string(want.evicted) + ", ConcurrentARC " +
+             std::to_string(rec.evicted.size());
+    }
+    if (want.evicted) {
+      const auto& [key, value] = rec.evicted[0];
+      if (!(key == want.evicted_key) || value != ValueOf(key)) {
+        return where.str() + "evicted a different key or value";
+      }
+      const ArcList to = arc->Where(key);
+      if (to != want.evicted_to) {
+        return where.str() + "evicted key went to " + Name(to) +
+               ", reference " + Name(want.evicted_to);
+      }
+    }
+    if (arc->Shape().p != ref.p()) return where.str() + "p differs";
+  }
+  arc->DrainPromotions();
+  const ArcShape shape = arc->Shape();
+  if (shape.t1 != ref.size(ArcList::kT1) || shape.t2 != ref.size(ArcList::kT2) ||
+      shape.b1 != ref.size(ArcList::kB1) || shape.b2 != ref.size(ArcList::kB2)) {
+    return "final list sizes differ";
+  }
+  const ConcurrentArcStats s = arc->stats();
+  if (s.promotions_stale != 0 || s.promotions_dropped != 0) {
+    return "single-threaded run lost or staled promotions";
+  }
+  return arc->CheckInvariants();
+}
+
+class ConcurrentArcEquivalenceTest
+    : public ::testing::TestWithParam<std::tuple<TraceKind, uint32_t>> {};
+
+TEST_P(ConcurrentArcEquivalenceTest, FindThenSetMatchesTheReference) {
+  const auto [kind, c] = GetParam();
+  const uint64_t universe =
+      c >= 1000 ? 10 * uint64_t{c} : std::max<uint64_t>(10 * c, 8);
+  const size_t ops = c >= 1000 ? 100000 : 20000;
+  EXPECT_EQ(CompareWithReference(MakeTrace(kind, universe, ops, 7 + c), c), "")
+      << TraceName(kind) << " c=" << c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTracesAndCapacities, ConcurrentArcEquivalenceTest,
+    ::testing::Combine(::testing::ValuesIn(kAllTraceKinds),
+                       ::testing::Values(1u, 2u, 3u, 7u, 64u, 1000u)),
+    [](const auto& info) {
+      return std::string(TraceName(std::get<0>(info.param))) + "_c" +
+             std::to_string(std::get<1>(info.param));
+    });
+
+TEST(ConcurrentArcTest, CreateRejectsZeroCapacity) {
+  Arc::Options options;
+  options.capacity = 0;
+  absl::StatusOr<std::unique_ptr<Arc>> arc = Arc::Create(options);
+  ASSERT_FALSE(arc.ok());
+  EXPECT_EQ(arc.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The ARC arena and index are allocated first (two allocations), then CMap;
+// a failure at any of them fails Create and frees what was allocated.
+TEST(ConcurrentArcTest, CreateReportsAllocationFailure) {
+  for (int fail_at : {0, 1, 2}) {
+    struct Budget {
+      int calls = 0;
+      int fail_at;
+    } budget{0, fail_at};
+    Arc::Options options;
+    options.capacity = 100;
+    options.allocator = RawAllocator{
+        [](void* ctx, size_t bytes) -> void* {
+          auto* b = static_cast<Budget*>(ctx);
+          if (b->calls++ == b->fail_at) return nullptr;
+          return RawAllocator::Default().Allocate(bytes);
+        },
+        [](void*, void* p, size_t bytes) {
+          RawAllocator::Default().Deallocate(p, bytes);
+        },
+        &budget};
+    absl::StatusOr<std::unique_ptr<Arc>> arc = Arc::Create(options);
+    ASSERT_FALSE(arc.ok()) << fail_at;
+    EXPECT_EQ(arc.status().code(), absl::StatusCode::kResourceExhausted);
+  }
+}
+
+// REPLACE runs before the insert, so CMap is sized for exactly c keys.
+TEST(ConcurrentArcTest, TableAdmitsExactlyCapacity) {
+  for (uint32_t c : {1u, 64u, 1000u}) {
+    std::unique_ptr<Arc> arc = Make(c);
+    EXPECT_EQ(arc->table_capacity(), c);
+    for (uint64_t i = 0; i < 3 * c; ++i) {
+      ASSERT_EQ(arc->Set(TraceKey(i), i).err, Error::kOk);
+    }
+    EXPECT_EQ(arc->size(), c);
+  }
+}
+
+TEST(ConcurrentArcTest, FindMissChangesNothing) {
+  std::unique_ptr<Arc> arc = Make(4);
+  EXPECT_FALSE(arc->Find(TraceKey(1)).has_value());
+  arc->DrainPromotions();
+  const ConcurrentArcStats s = arc->stats();
+  EXPECT_EQ(s.hits_applied + s.promotions_stale, 0u);
+  EXPECT_EQ(arc->Where(TraceKey(1)), ArcList::kNone);
+}
+
+TEST(ConcurrentArcTest, SetInsertsThenUpdates) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(4, &rec);
+  const HashPair k = TraceKey(1);
+  CMapSetResult r = arc->Set(k, 10);
+  EXPECT_EQ(r.err, Error::kOk);
+  EXPECT_TRUE(r.inserted);
+  EXPECT_EQ(arc->Where(k), ArcList::kT1);
+  EXPECT_TRUE(rec.promoted.empty());
+
+  // An update is an ARC hit: T1 -> T2, a promotion.
+  r = arc->Set(k, 11);
+  EXPECT_EQ(r.err, Error::kOk);
+  EXPECT_FALSE(r.inserted);
+  EXPECT_EQ(arc->Find(k), 11u);
+  EXPECT_EQ(arc->Where(k), ArcList::kT2);
+  ASSERT_EQ(rec.promoted.size(), 1u);
+  EXPECT_EQ(rec.promoted[0], k);
+
+  // Already in T2: no second promotion.
+  arc->Set(k, 12);
+  EXPECT_EQ(rec.promoted.size(), 1u);
+  EXPECT_EQ(arc->stats().updates, 2u);
+  EXPECT_EQ(arc->stats().inserts, 1u);
+  EXPECT_EQ(arc->size(), 1u);
+}
+
+TEST(ConcurrentArcTest, ReadHitsArePromotedWhenDrained) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(4, &rec);
+  const HashPair k = TraceKey(1);
+  arc->Set(k, 1);
+  EXPECT_EQ(arc->Find(k), 1u);
+  EXPECT_EQ(arc->Where(k), ArcList::kT1);  // queued, not applied yet
+  arc->DrainPromotions();
+  EXPECT_EQ(arc->Where(k), ArcList::kT2);
+  EXPECT_EQ(rec.promoted.size(), 1u);
+  arc->Find(k);
+  arc->DrainPromotions();
+  EXPECT_EQ(rec.promoted.size(), 1u);  // a T2 refresh is not a promotion
+  EXPECT_EQ(arc->stats().hits_applied, 2u);
+  EXPECT_EQ(arc->stats().promotions, 1u);
+}
+
+// Every 64th queued hit drains cooperatively, without any writer.
+TEST(ConcurrentArcTest, EverySixtyFourthFindDrains) {
+  std::unique_ptr<Arc> arc = Make(4);
+  arc->Set(TraceKey(1), 1);
+  for (int i = 0; i < 63; ++i) arc->Find(TraceKey(1));
+  EXPECT_EQ(arc->stats().hits_applied, 0u);
+  arc->Find(TraceKey(1));
+  EXPECT_EQ(arc->stats().hits_applied, 64u);
+}
+
+TEST(ConcurrentArcTest, EvictionCallbackGetsKeyAndValue) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(2, &rec);
+  arc->Set(TraceKey(1), 100);
+  arc->Set(TraceKey(1), 101);  // T2 = {1}
+  arc->Set(TraceKey(2), 200);  // T1 = {2}
+  arc->Set(TraceKey(3), 300);  // full: REPLACE takes 2 (|T1| = 1 > p = 0)
+  ASSERT_EQ(rec.evicted.size(), 1u);
+  EXPECT_EQ(rec.evicted[0].first, TraceKey(2));
+  EXPECT_EQ(rec.evicted[0].second, 200u);
+  EXPECT_EQ(arc->Where(TraceKey(2)), ArcList::kB1);
+  EXPECT_FALSE(arc->Find(TraceKey(2)).has_value());
+  EXPECT_EQ(arc->stats().evictions, 1u);
+  EXPECT_EQ(arc->size(), 2u);
+  EXPECT_EQ(arc->CheckInvariants(), "");
+}
+
+// Case IV with |T1| == c: the LRU of T1 is dropped, not made a ghost.
+TEST(ConcurrentArcTest, CaseFourDropsTheLruOfT1) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(2, &rec);
+  arc->Set(TraceKey(1), 1);
+  arc->Set(TraceKey(2), 2);
+  arc->Set(TraceKey(3), 3);
+  ASSERT_EQ(rec.evicted.size(), 1u);
+  EXPECT_EQ(rec.evicted[0].first, TraceKey(1));
+  EXPECT_EQ(arc->Where(TraceKey(1)), ArcList::kNone);
+}
+
+TEST(ConcurrentArcTest, GhostHitComesBackIntoT2AndIsAPromotion) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(2, &rec);
+  for (uint64_t id : {1, 1, 2, 3}) arc->Set(TraceKey(id), id);
+  ASSERT_EQ(arc->Where(TraceKey(2)), ArcList::kB1);
+  rec.promoted.clear();
+  const CMapSetResult r = arc->Set(TraceKey(2), 22);
+  EXPECT_TRUE(r.inserted);
+  EXPECT_EQ(arc->Where(TraceKey(2)), ArcList::kT2);
+  EXPECT_EQ(arc->Shape().p, 1u);
+  ASSERT_EQ(rec.promoted.size(), 1u);
+  EXPECT_EQ(rec.promoted[0], TraceKey(2));
+  EXPECT_EQ(arc->stats().ghost_hits, 1u);
+}
+
+TEST(ConcurrentArcTest, EraseRemovesResidentAndGhostKeys) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(2, &rec);
+  for (uint64_t id : {1, 1, 2, 3}) arc->Set(TraceKey(id), id * 10);
+  // 1 in T2, 3 in T1, 2 a ghost in B1.
+  uint64_t erased = 0;
+  EXPECT_EQ(arc->Erase(TraceKey(1), &erased), Error::kOk);
+  EXPECT_EQ(erased, 10u);
+  EXPECT_FALSE(arc->Find(TraceKey(1)).has_value());
+  EXPECT_EQ(arc->Where(TraceKey(1)), ArcList::kNone);  // no ghost
+  EXPECT_EQ(arc->Erase(TraceKey(1)), Error::kKeyNotFound);
+  const size_t evicted_before = rec.evicted.size();
+
+  EXPECT_EQ(arc->Erase(TraceKey(2)), Error::kKeyNotFound);  // a ghost
+  EXPECT_EQ(arc->Where(TraceKey(2)), ArcList::kNone);
+  // Setting it again is a plain insert, not a ghost hit: p stays put.
+  const uint64_t p = arc->Shape().p;
+  arc->Set(TraceKey(2), 20);
+  EXPECT_EQ(arc->Where(TraceKey(2)), ArcList::kT1);
+  EXPECT_EQ(arc->Shape().p, p);
+  EXPECT_EQ(arc->stats().ghost_hits, 0u);
+  EXPECT_EQ(rec.evicted.size(), evicted_before);  // Erase is not an eviction
+  EXPECT_EQ(arc->stats().erases, 1u);
+  EXPECT_EQ(arc->CheckInvariants(), "");
+}
+
+TEST(ConcurrentArcTest, ForceEvictOneOnEmptyCache) {
+  std::unique_ptr<Arc> arc = Make(4);
+  EXPECT_EQ(arc->ForceEvictOne().err, Error::kKeyNotFound);
+}
+
+TEST(ConcurrentArcTest, ForceEvictOneEvictsIntoGhostsAndTheCacheRefills) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(3, &rec);
+  for (uint64_t id : {1, 2, 3}) arc->Set(TraceKey(id), id);
+  const ForcedEviction<uint64_t> e = arc->ForceEvictOne();
+  ASSERT_EQ(e.err, Error::kOk);
+  EXPECT_EQ(e.key, TraceKey(1));  // LRU of T1 (|T1| = 3 > p = 0)
+  EXPECT_EQ(e.value, 1u);
+  ASSERT_EQ(rec.evicted.size(), 1u);
+  EXPECT_EQ(rec.evicted[0].first, TraceKey(1));
+  EXPECT_EQ(arc->Where(TraceKey(1)), ArcList::kB1);
+  EXPECT_EQ(arc->size(), 2u);
+  EXPECT_EQ(arc->stats().forced_evictions, 1u);
+
+  // Below c now: the next insert needs no eviction.
+  arc->Set(TraceKey(4), 4);
+  EXPECT_EQ(rec.evicted.size(), 1u);
+  EXPECT_EQ(arc->size(), 3u);
+  EXPECT_EQ(arc->CheckInvariants(), "");
+
+  // Evict everything, then nothing is left.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(arc->ForceEvictOne().err, Error::kOk);
+  EXPECT_EQ(arc->size(), 0u);
+  EXPECT_EQ(arc->ForceEvictOne().err, Error::kKeyNotFound);
+  EXPECT_EQ(arc->CheckInvariants(), "");
+}
+
+TEST(ConcurrentArcTest, UpdateInPlaceChangesTheValueAndCountsAsAHit) {
+  std::unique_ptr<Arc> arc = Make(4);
+  EXPECT_EQ(arc->UpdateInPlace(TraceKey(1), [](uint64_t& v) { v = 5; }),
+            Error::kKeyNotFound);
+  arc->Set(TraceKey(1), 1);
+  EXPECT_EQ(arc->UpdateInPlace(TraceKey(1), [](uint64_t& v) { v += 41; }),
+            Error::kOk);
+  EXPECT_EQ(arc->Find(TraceKey(1)), 42u);
+  arc->DrainPromotions();
+  EXPECT_EQ(arc->Where(TraceKey(1)), ArcList::kT2);
+  EXPECT_EQ(arc->stats().hits_applied, 2u);
+}
+
+// kAbandonedSet paths. A writer inside UpdateInPlace holds the key's CMap
+// slot; from inside its function, the same thread's Set / Erase /
+// ForceEvictOne on that key must fail fast and change nothing.
+TEST(ConcurrentArcTest, SetOfABusyKeyIsAbandonedAndChangesNothing) {
+  std::unique_ptr<Arc> arc = Make(2);
+  arc->Set(TraceKey(1), 1);
+  CMapSetResult inner{Error::kOk, false};
+  ASSERT_EQ(arc->UpdateInPlace(TraceKey(1),
+                               [&](uint64_t& v) {
+                                 inner = arc->Set(TraceKey(1), 99);
+                                 v = 7;
+                               }),
+            Error::kOk);
+  EXPECT_EQ(inner.err, Error::kAbandonedSet);
+  EXPECT_EQ(arc->Find(TraceKey(1)), 7u);
+  EXPECT_EQ(arc->stats().abandoned, 1u);
+  EXPECT_EQ(arc->stats().updates, 0u);
+}
+
+TEST(ConcurrentArcTest, InsertWhoseVictimIsBusyIsAbandonedAndChangesNothing) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(2, &rec);
+  arc->Set(TraceKey(1), 1);
+  arc->Set(TraceKey(1), 1);  // T2 = {1}
+  arc->Set(TraceKey(2), 2);  // T1 = {2}: the next miss evicts 2
+  arc->DrainPromotions();
+  const ArcShape before = arc->Shape();
+  CMapSetResult inner{Error::kOk, false};
+  arc->UpdateInPlace(TraceKey(2), [&](uint64_t&) {
+    inner = arc->Set(TraceKey(3), 3);
+  });
+  EXPECT_EQ(inner.err, Error::kAbandonedSet);
+  EXPECT_FALSE(arc->Find(TraceKey(3)).has_value());
+  EXPECT_EQ(arc->Where(TraceKey(3)), ArcList::kNone);
+  EXPECT_EQ(arc->Where(TraceKey(2)), ArcList::kT1);
+  const ArcShape after = arc->Shape();
+  EXPECT_EQ(after.t1, before.t1);
+  EXPECT_EQ(after.t2, before.t2);
+  EXPECT_EQ(after.b1, before.b1);
+  EXPECT_EQ(after.b2, before.b2);
+  EXPECT_EQ(after.p, before.p);
+  EXPECT_TRUE(rec.evicted.empty());
+  EXPECT_EQ(arc->CheckInvariants(), "");
+
+  // Once the slot is free the same insert succeeds.
+  EXPECT_EQ(arc->Set(TraceKey(3), 3).err, Error::kOk);
+  EXPECT_EQ(rec.evicted.size(), 1u);
+}
+
+TEST(ConcurrentArcTest, EraseOfABusyKeyIsAbandonedAndChangesNothing) {
+  std::unique_ptr<Arc> arc = Make(2);
+  arc->Set(TraceKey(1), 1);
+  Error inner = Error::kOk;
+  arc->UpdateInPlace(TraceKey(1),
+                     [&](uint64_t&) { inner = arc->Erase(TraceKey(1)); });
+  EXPECT_EQ(inner, Error::kAbandonedSet);
+  EXPECT_TRUE(arc->Find(TraceKey(1)).has_value());
+  EXPECT_TRUE(IsResident(arc->Where(TraceKey(1))));
+  EXPECT_EQ(arc->CheckInvariants(), "");
+}
+
+TEST(ConcurrentArcTest, ForceEvictOfABusyVictimIsAbandonedAndChangesNothing) {
+  Recorder rec;
+  std::unique_ptr<Arc> arc = Make(2, &rec);
+  arc->Set(TraceKey(1), 1);
+  Error inner = Error::kOk;
+  arc->UpdateInPlace(TraceKey(1),
+                     [&](uint64_t&) { inner = arc->ForceEvictOne().err; });
+  EXPECT_EQ(inner, Error::kAbandonedSet);
+  EXPECT_EQ(arc->Where(TraceKey(1)), ArcList::kT1);
+  EXPECT_TRUE(rec.evicted.empty());
+  EXPECT_EQ(arc->CheckInvariants(), "");
+}
+
+}  // namespace
+}  // namespace furrballs
