@@ -63,7 +63,7 @@ namespace furrballs::client {
 
 // One cached value as a read returns it.
 struct Entry {
-  std::string value;
+  std::string value = "";
   // Bumped by the server on every write; pass it to SetMode::kIfVersion.
   uint64_t version = 0;
   // Milliseconds until expiry; 0 when the entry has no TTL.
@@ -89,16 +89,16 @@ struct SetOptions {
 
 // One write of a MultiSet.
 struct SetItem {
-  std::string key;
-  std::string value;
-  SetOptions options;
+  std::string key = "";
+  std::string value = "";
+  SetOptions options = {};
 };
 
 // Per-call settings.
 struct CallOptions {
   // Deadline of this call, from when it starts. Unset: the client's
   // default_timeout. Zero: already expired (DEADLINE_EXCEEDED, nothing sent).
-  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<std::chrono::milliseconds> timeout = std::nullopt;
   // Wait (until the deadline) for the server to become reachable instead of
   // failing fast with UNAVAILABLE.
   bool wait_for_ready = false;
@@ -109,9 +109,9 @@ struct ClientOptions {
   std::chrono::milliseconds default_timeout{1000};
   // Channel credentials; null means plaintext (the server's default on
   // loopback). Use grpc::SslCredentials(...) for a TLS server.
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr;
   // Sent as "authorization: Bearer <token>" on every call when not empty.
-  std::string bearer_token;
+  std::string bearer_token = "";
   // Largest message sent or received; must fit the largest MultiGet answer.
   int max_message_bytes = 16 << 20;
   // Upper bound of gRPC's reconnection backoff. gRPC's default (120 s) would

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 #include <absl/synchronization/blocking_counter.h>
 #include <absl/time/time.h>
 
@@ -179,6 +180,26 @@ absl::Status ClusterClient::SetEndpoints(std::vector<std::string> endpoints) {
 std::shared_ptr<const ClusterClient::Members> ClusterClient::members() const {
   absl::MutexLock lock(&mu_);
   return members_;
+}
+
+absl::Status ClusterClient::WaitForReady(std::chrono::milliseconds timeout) {
+  std::shared_ptr<const Members> m = members();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> not_ready;
+  for (const std::shared_ptr<Endpoint>& e : m->endpoints) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (e->client.WaitForReady(std::max(left, std::chrono::milliseconds(0)))
+            .ok()) {
+      e->down_until_ns.store(0, std::memory_order_relaxed);
+    } else {
+      not_ready.push_back(e->address);
+    }
+  }
+  if (not_ready.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "not ready within ", timeout.count(), " ms: ",
+      absl::StrJoin(not_ready, ", ")));
 }
 
 std::vector<std::string> ClusterClient::endpoints() const {

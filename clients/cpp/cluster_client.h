@@ -113,6 +113,11 @@ class ClusterClient {
   // FAILED_PRECONDITION for a cluster made from a list.
   absl::Status Resolve();
 
+  // Connects to every member and waits up to `timeout` for all of them to be
+  // ready; a ready member's down mark is cleared. UNAVAILABLE naming the
+  // members that were not ready in time.
+  absl::Status WaitForReady(std::chrono::milliseconds timeout);
+
   // The current members, sorted.
   std::vector<std::string> endpoints() const;
   // The endpoint that owns `key` in the current member set.

@@ -1,0 +1,488 @@
+// End-to-end tests of the C++ Client against a real in-process Furrballs
+// server on loopback (simulated 4-node topology): every method, synchronous
+// and asynchronous, the Pipeline stream, deadlines, and error mapping.
+#include "clients/cpp/client.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <absl/strings/str_cat.h>
+#include <absl/synchronization/blocking_counter.h>
+#include <absl/synchronization/mutex.h>
+#include <gtest/gtest.h>
+
+#include "clients/cpp/test_server.h"
+
+namespace furrballs::client {
+namespace {
+
+using std::chrono::milliseconds;
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = testing::StartTestServer();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = std::make_unique<Client>(testing::AddressOf(*server_),
+                                       ClientOptions{.default_timeout =
+                                                         milliseconds(10000)});
+  }
+
+  std::unique_ptr<service::Server> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ClientTest, SetThenGetReturnsValueVersionAndTtl) {
+  const std::string value("binary\0value", 12);
+  absl::StatusOr<uint64_t> version =
+      client_->Set("k", value, SetOptions{.ttl_ms = 60000});
+  ASSERT_TRUE(version.ok()) << version.status();
+  absl::StatusOr<std::optional<Entry>> e = client_->Get("k");
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_TRUE(e->has_value());
+  EXPECT_EQ((*e)->value, value);
+  EXPECT_EQ((*e)->version, *version);
+  EXPECT_GT((*e)->ttl_remaining_ms, 0u);
+  EXPECT_LE((*e)->ttl_remaining_ms, 60000u);
+
+  absl::StatusOr<uint64_t> again = client_->Set("k", "other");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(*again, *version);
+  e = client_->Get("k");
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_EQ((*e)->value, "other");
+  EXPECT_EQ((*e)->ttl_remaining_ms, 0u);
+}
+
+TEST_F(ClientTest, MissIsNotAnError) {
+  absl::StatusOr<std::optional<Entry>> e = client_->Get("never-written");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_FALSE(e->has_value());
+}
+
+TEST_F(ClientTest, ConditionalSets) {
+  absl::StatusOr<uint64_t> v1 =
+      client_->Set("cas", "a", SetOptions{.mode = SetMode::kIfAbsent});
+  ASSERT_TRUE(v1.ok()) << v1.status();
+  absl::StatusOr<uint64_t> dup =
+      client_->Set("cas", "b", SetOptions{.mode = SetMode::kIfAbsent});
+  EXPECT_TRUE(absl::IsAlreadyExists(dup.status())) << dup.status();
+
+  absl::StatusOr<uint64_t> v2 = client_->Set(
+      "cas", "c",
+      SetOptions{.mode = SetMode::kIfVersion, .expected_version = *v1});
+  ASSERT_TRUE(v2.ok()) << v2.status();
+  absl::StatusOr<uint64_t> stale = client_->Set(
+      "cas", "d",
+      SetOptions{.mode = SetMode::kIfVersion, .expected_version = *v1});
+  EXPECT_TRUE(absl::IsAborted(stale.status())) << stale.status();
+  absl::StatusOr<uint64_t> absent = client_->Set(
+      "cas-missing", "d",
+      SetOptions{.mode = SetMode::kIfVersion, .expected_version = 1});
+  EXPECT_TRUE(absl::IsNotFound(absent.status())) << absent.status();
+
+  absl::StatusOr<std::optional<Entry>> e = client_->Get("cas");
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_EQ((*e)->value, "c");
+  EXPECT_EQ((*e)->version, *v2);
+}
+
+TEST_F(ClientTest, DeleteAndTouch) {
+  ASSERT_TRUE(client_->Set("d", "x").ok());
+  absl::StatusOr<bool> deleted = client_->Delete("d");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_TRUE(*deleted);
+  deleted = client_->Delete("d");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_FALSE(*deleted);
+
+  absl::Status missing = client_->Touch("d", 1000);
+  EXPECT_TRUE(absl::IsNotFound(missing)) << missing;
+
+  ASSERT_TRUE(client_->Set("t", "x").ok());
+  ASSERT_TRUE(client_->Touch("t", 50000).ok());
+  absl::StatusOr<std::optional<Entry>> e = client_->Get("t");
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_GT((*e)->ttl_remaining_ms, 0u);
+  EXPECT_LE((*e)->ttl_remaining_ms, 50000u);
+  ASSERT_TRUE(client_->Touch("t", 0).ok());
+  e = client_->Get("t");
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_EQ((*e)->ttl_remaining_ms, 0u);
+}
+
+TEST_F(ClientTest, MultiGetKeepsRequestOrder) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 64; ++i) {
+    keys.push_back(absl::StrCat("mg-", i));
+    if (i % 3 != 0) {
+      ASSERT_TRUE(client_->Set(keys.back(), absl::StrCat("v", i)).ok());
+    }
+  }
+  absl::StatusOr<std::vector<std::optional<Entry>>> r =
+      client_->MultiGet(keys);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), keys.size());
+  for (int i = 0; i < 64; ++i) {
+    if (i % 3 == 0) {
+      EXPECT_FALSE((*r)[i].has_value()) << i;
+    } else {
+      ASSERT_TRUE((*r)[i].has_value()) << i;
+      EXPECT_EQ((*r)[i]->value, absl::StrCat("v", i));
+    }
+  }
+  absl::StatusOr<std::vector<std::optional<Entry>>> none =
+      client_->MultiGet({});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_F(ClientTest, MultiSetReportsEachItem) {
+  ASSERT_TRUE(client_->Set("ms-taken", "x").ok());
+  std::vector<SetItem> items = {
+      {"ms-a", "1", {}},
+      {"ms-taken", "2", {.mode = SetMode::kIfAbsent}},
+      {"ms-b", "3", {.ttl_ms = 40000}},
+      {"", "4", {}},
+  };
+  absl::StatusOr<std::vector<absl::StatusOr<uint64_t>>> r =
+      client_->MultiSet(items);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 4u);
+  EXPECT_TRUE((*r)[0].ok()) << (*r)[0].status();
+  EXPECT_TRUE(absl::IsAlreadyExists((*r)[1].status())) << (*r)[1].status();
+  EXPECT_TRUE((*r)[2].ok()) << (*r)[2].status();
+  EXPECT_TRUE(absl::IsInvalidArgument((*r)[3].status())) << (*r)[3].status();
+
+  absl::StatusOr<std::optional<Entry>> b = client_->Get("ms-b");
+  ASSERT_TRUE(b.ok() && b->has_value());
+  EXPECT_EQ((*b)->value, "3");
+  EXPECT_EQ((*b)->version, *(*r)[2]);
+  EXPECT_GT((*b)->ttl_remaining_ms, 0u);
+}
+
+TEST_F(ClientTest, StatsReportsEveryNode) {
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(client_->Set(absl::StrCat("st-", i), "v").ok());
+  }
+  absl::StatusOr<std::vector<NodeStats>> stats = client_->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->size(), 4u);
+  uint64_t sets = 0, live = 0;
+  for (size_t i = 0; i < stats->size(); ++i) {
+    EXPECT_EQ((*stats)[i].node(), i);
+    EXPECT_GT((*stats)[i].memory_limit_bytes(), 0u);
+    sets += (*stats)[i].sets();
+    live += (*stats)[i].live_keys();
+  }
+  EXPECT_GE(sets, 40u);
+  EXPECT_GE(live, 40u);
+}
+
+TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
+  absl::StatusOr<std::optional<Entry>> empty = client_->Get("");
+  EXPECT_TRUE(absl::IsInvalidArgument(empty.status())) << empty.status();
+  EXPECT_FALSE(empty.status().message().empty());
+
+  absl::StatusOr<uint64_t> long_key = client_->Set(std::string(251, 'k'), "v");
+  EXPECT_TRUE(absl::IsInvalidArgument(long_key.status())) << long_key.status();
+  // The message names the limit (250 by default) so the caller can fix it.
+  EXPECT_NE(long_key.status().message().find("250"), absl::string_view::npos)
+      << long_key.status();
+
+  absl::StatusOr<uint64_t> big = client_->Set("big", std::string((1 << 20) + 1, 'v'));
+  EXPECT_TRUE(absl::IsInvalidArgument(big.status())) << big.status();
+
+  absl::Status touch = client_->Touch("", 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(touch)) << touch;
+}
+
+TEST_F(ClientTest, AsyncCallsComplete) {
+  constexpr int kKeys = 200;
+  {
+    absl::BlockingCounter done(kKeys);
+    std::atomic<int> ok{0};
+    for (int i = 0; i < kKeys; ++i) {
+      client_->SetAsync(absl::StrCat("as-", i), absl::StrCat("v", i), {},
+                        [&](absl::StatusOr<uint64_t> v) {
+                          if (v.ok() && *v > 0) ok.fetch_add(1);
+                          done.DecrementCount();
+                        });
+    }
+    done.Wait();
+    EXPECT_EQ(ok.load(), kKeys);
+  }
+  {
+    absl::BlockingCounter done(kKeys);
+    absl::Mutex mu;
+    std::vector<std::string> got(kKeys);
+    for (int i = 0; i < kKeys; ++i) {
+      client_->GetAsync(absl::StrCat("as-", i),
+                        [&, i](absl::StatusOr<std::optional<Entry>> e) {
+                          absl::MutexLock lock(&mu);
+                          if (e.ok() && e->has_value()) got[i] = (*e)->value;
+                          done.DecrementCount();
+                        });
+    }
+    done.Wait();
+    for (int i = 0; i < kKeys; ++i) EXPECT_EQ(got[i], absl::StrCat("v", i));
+  }
+  absl::BlockingCounter done(4);
+  absl::StatusOr<bool> deleted = false;
+  absl::Status touched;
+  absl::StatusOr<std::vector<std::optional<Entry>>> multi;
+  absl::StatusOr<std::vector<absl::StatusOr<uint64_t>>> multi_set;
+  client_->DeleteAsync("as-0", [&](absl::StatusOr<bool> r) {
+    deleted = r;
+    done.DecrementCount();
+  });
+  client_->TouchAsync("as-1", 30000, [&](absl::Status s) {
+    touched = s;
+    done.DecrementCount();
+  });
+  const std::vector<std::string> keys = {"as-2", "as-missing", "as-3"};
+  client_->MultiGetAsync(
+      keys, [&](absl::StatusOr<std::vector<std::optional<Entry>>> r) {
+        multi = std::move(r);
+        done.DecrementCount();
+      });
+  const std::vector<SetItem> items = {{"as-new", "n", {}},
+                                      {"as-4", "x", {.mode = SetMode::kIfAbsent}}};
+  client_->MultiSetAsync(
+      items, [&](absl::StatusOr<std::vector<absl::StatusOr<uint64_t>>> r) {
+        multi_set = std::move(r);
+        done.DecrementCount();
+      });
+  done.Wait();
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_TRUE(*deleted);
+  EXPECT_TRUE(touched.ok()) << touched;
+  ASSERT_TRUE(multi.ok()) << multi.status();
+  ASSERT_EQ(multi->size(), 3u);
+  EXPECT_EQ((*multi)[0]->value, "v2");
+  EXPECT_FALSE((*multi)[1].has_value());
+  EXPECT_EQ((*multi)[2]->value, "v3");
+  ASSERT_TRUE(multi_set.ok()) << multi_set.status();
+  ASSERT_EQ(multi_set->size(), 2u);
+  EXPECT_TRUE((*multi_set)[0].ok());
+  EXPECT_TRUE(absl::IsAlreadyExists((*multi_set)[1].status()));
+}
+
+TEST_F(ClientTest, AsyncErrorsArriveInTheCallback) {
+  absl::BlockingCounter done(2);
+  absl::Status get_status, touch_status;
+  client_->GetAsync("", [&](absl::StatusOr<std::optional<Entry>> e) {
+    get_status = e.status();
+    done.DecrementCount();
+  });
+  client_->TouchAsync("async-missing", 10, [&](absl::Status s) {
+    touch_status = s;
+    done.DecrementCount();
+  });
+  done.Wait();
+  EXPECT_TRUE(absl::IsInvalidArgument(get_status)) << get_status;
+  EXPECT_TRUE(absl::IsNotFound(touch_status)) << touch_status;
+}
+
+TEST_F(ClientTest, DestructorWaitsForAsyncCallbacks) {
+  std::atomic<int> called{0};
+  {
+    Client c(testing::AddressOf(*server_));
+    for (int i = 0; i < 100; ++i) {
+      c.GetAsync(absl::StrCat("dw-", i),
+                 [&](absl::StatusOr<std::optional<Entry>>) { called++; });
+    }
+  }
+  EXPECT_EQ(called.load(), 100);
+}
+
+// 1000 writes then 1000 reads through pipelines; responses may come back in
+// any order, and each must reach the callback of its own request.
+TEST_F(ClientTest, PipelineThousandOps) {
+  constexpr int kOps = 1000;
+  {
+    // A small in-flight window makes Submit block and resume many times.
+    std::unique_ptr<Pipeline> p = client_->OpenPipeline(
+        PipelineOptions{.stream_timeout = milliseconds(60000),
+                        .max_in_flight = 64});
+    std::vector<std::atomic<int>> calls(kOps);
+    std::atomic<int> ok{0};
+    for (int i = 0; i < kOps; ++i) {
+      ASSERT_TRUE(p->Set(absl::StrCat("pl-", i), absl::StrCat("value-", i), {},
+                         [&, i](absl::StatusOr<uint64_t> v) {
+                           calls[i]++;
+                           if (v.ok() && *v > 0) ok++;
+                         })
+                      .ok());
+    }
+    absl::Status closed = p->Close();
+    EXPECT_TRUE(closed.ok()) << closed;
+    EXPECT_EQ(ok.load(), kOps);
+    for (int i = 0; i < kOps; ++i) EXPECT_EQ(calls[i].load(), 1) << i;
+    EXPECT_EQ(p->in_flight(), 0u);
+  }
+  std::unique_ptr<Pipeline> p = client_->OpenPipeline(
+      PipelineOptions{.stream_timeout = milliseconds(60000)});
+  absl::Mutex mu;
+  std::vector<std::string> got(kOps);
+  std::vector<int> calls(kOps);
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_TRUE(p->Get(absl::StrCat("pl-", i),
+                       [&, i](absl::StatusOr<std::optional<Entry>> e) {
+                         absl::MutexLock lock(&mu);
+                         ++calls[i];
+                         if (e.ok() && e->has_value()) got[i] = (*e)->value;
+                       })
+                    .ok());
+  }
+  absl::StatusOr<bool> deleted;
+  absl::Status touched;
+  ASSERT_TRUE(p->Delete("pl-0", [&](absl::StatusOr<bool> r) {
+                 absl::MutexLock lock(&mu);
+                 deleted = r;
+               }).ok());
+  ASSERT_TRUE(p->Touch("pl-1", 20000, [&](absl::Status s) {
+                 absl::MutexLock lock(&mu);
+                 touched = s;
+               }).ok());
+  absl::Status closed = p->Close();
+  EXPECT_TRUE(closed.ok()) << closed;
+  absl::MutexLock lock(&mu);
+  for (int i = 0; i < kOps; ++i) {
+    EXPECT_EQ(calls[i], 1) << i;
+    EXPECT_EQ(got[i], absl::StrCat("value-", i)) << i;
+  }
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_TRUE(*deleted);
+  EXPECT_TRUE(touched.ok()) << touched;
+}
+
+TEST_F(ClientTest, PipelineOpErrorsKeepTheStreamOpen) {
+  ASSERT_TRUE(client_->Set("pe-taken", "x").ok());
+  std::unique_ptr<Pipeline> p = client_->OpenPipeline(
+      PipelineOptions{.stream_timeout = milliseconds(30000)});
+  absl::Mutex mu;
+  absl::Status exists, empty, touch_missing;
+  absl::StatusOr<uint64_t> after;
+  ASSERT_TRUE(p->Set("pe-taken", "y", {.mode = SetMode::kIfAbsent},
+                     [&](absl::StatusOr<uint64_t> v) {
+                       absl::MutexLock lock(&mu);
+                       exists = v.status();
+                     }).ok());
+  ASSERT_TRUE(p->Get("", [&](absl::StatusOr<std::optional<Entry>> e) {
+                 absl::MutexLock lock(&mu);
+                 empty = e.status();
+               }).ok());
+  ASSERT_TRUE(p->Touch("pe-missing", 5, [&](absl::Status s) {
+                 absl::MutexLock lock(&mu);
+                 touch_missing = s;
+               }).ok());
+  ASSERT_TRUE(p->Set("pe-after", "z", {}, [&](absl::StatusOr<uint64_t> v) {
+                 absl::MutexLock lock(&mu);
+                 after = v;
+               }).ok());
+  absl::Status closed = p->Close();
+  EXPECT_TRUE(closed.ok()) << closed;
+  absl::MutexLock lock(&mu);
+  EXPECT_TRUE(absl::IsAlreadyExists(exists)) << exists;
+  EXPECT_TRUE(absl::IsInvalidArgument(empty)) << empty;
+  EXPECT_TRUE(absl::IsNotFound(touch_missing)) << touch_missing;
+  EXPECT_TRUE(after.ok()) << after.status();
+}
+
+TEST_F(ClientTest, PipelineSubmitAfterCloseIsRejected) {
+  std::unique_ptr<Pipeline> p = client_->OpenPipeline();
+  ASSERT_TRUE(p->Close().ok());
+  bool called = false;
+  absl::Status s = p->Get("k", [&](absl::StatusOr<std::optional<Entry>>) {
+    called = true;
+  });
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_TRUE(p->Close().ok());  // idempotent
+  EXPECT_FALSE(called);
+}
+
+TEST_F(ClientTest, PipelineFromManyThreads) {
+  constexpr int kThreads = 4, kPerThread = 250;
+  std::unique_ptr<Pipeline> p = client_->OpenPipeline(
+      PipelineOptions{.stream_timeout = milliseconds(60000),
+                      .max_in_flight = 100});
+  std::atomic<int> ok{0}, calls{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        absl::Status s = p->Set(absl::StrCat("mt-", t, "-", i), "v", {},
+                                [&](absl::StatusOr<uint64_t> v) {
+                                  calls++;
+                                  if (v.ok()) ok++;
+                                });
+        if (!s.ok()) ADD_FAILURE() << s;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(p->Close().ok());
+  EXPECT_EQ(calls.load(), kThreads * kPerThread);
+  EXPECT_EQ(ok.load(), kThreads * kPerThread);
+}
+
+TEST_F(ClientTest, ZeroTimeoutExpiresAtOnce) {
+  absl::StatusOr<std::optional<Entry>> e =
+      client_->Get("k", CallOptions{.timeout = milliseconds(0)});
+  EXPECT_TRUE(absl::IsDeadlineExceeded(e.status())) << e.status();
+}
+
+TEST_F(ClientTest, WaitForReadyConnects) {
+  EXPECT_TRUE(client_->WaitForReady(milliseconds(10000)).ok());
+}
+
+// A server that accepts connections and never answers: every kind of call
+// must end with DEADLINE_EXCEEDED at its deadline, not hang.
+TEST(ClientDeadlineTest, UnresponsiveServerHitsTheDeadline) {
+  testing::SilentListener silent;
+  ASSERT_TRUE(silent.ok());
+  Client c(silent.address(), ClientOptions{.default_timeout = milliseconds(300)});
+
+  absl::StatusOr<std::optional<Entry>> e = c.Get("k");
+  EXPECT_TRUE(absl::IsDeadlineExceeded(e.status())) << e.status();
+  absl::StatusOr<uint64_t> v =
+      c.Set("k", "v", {}, CallOptions{.timeout = milliseconds(200)});
+  EXPECT_TRUE(absl::IsDeadlineExceeded(v.status())) << v.status();
+
+  absl::BlockingCounter done(1);
+  absl::Status async_status;
+  c.GetAsync("k", [&](absl::StatusOr<std::optional<Entry>> r) {
+    async_status = r.status();
+    done.DecrementCount();
+  });
+  done.Wait();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(async_status)) << async_status;
+
+  std::unique_ptr<Pipeline> p =
+      c.OpenPipeline(PipelineOptions{.stream_timeout = milliseconds(300)});
+  absl::Status op_status;
+  ASSERT_TRUE(p->Get("k", [&](absl::StatusOr<std::optional<Entry>> r) {
+                 op_status = r.status();
+               }).ok());
+  absl::Status closed = p->Close();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(closed)) << closed;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(op_status)) << op_status;
+}
+
+TEST(ClientErrorTest, NothingListeningIsUnavailable) {
+  // Port 1 on loopback: connection refused, so fail-fast calls return
+  // UNAVAILABLE at once instead of waiting for the deadline.
+  Client c("127.0.0.1:1", ClientOptions{.default_timeout = milliseconds(10000)});
+  absl::StatusOr<std::optional<Entry>> e = c.Get("k");
+  EXPECT_TRUE(absl::IsUnavailable(e.status())) << e.status();
+  absl::Status ready = c.WaitForReady(milliseconds(100));
+  EXPECT_TRUE(absl::IsUnavailable(ready)) << ready;
+}
+
+}  // namespace
+}  // namespace furrballs::client

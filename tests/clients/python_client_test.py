@@ -1,0 +1,242 @@
+"""End-to-end test of the Python client (clients/python/furrballs_client)
+against the real furrballs_server binary on a free loopback port.
+
+usage: python3 python_client_test.py SERVER_BINARY
+
+Runs with Debian's python3 (python3-grpcio, python3-protobuf). Writes JUnit XML
+to $XML_OUTPUT_FILE when Bazel sets it, so each case is counted, and ends
+with the line "N passed, N failed".
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import unittest
+from typing import List, Optional
+from xml.sax.saxutils import quoteattr
+
+import grpc
+
+import furrballs_client as fb
+
+SERVER_BINARY: Optional[str] = None
+
+
+class ServerProcess:
+    """The server binary on 127.0.0.1:0; `port` is read from its stdout."""
+
+    def __init__(self, binary: str) -> None:
+        self.proc = subprocess.Popen(
+            [binary, "--listen_address=127.0.0.1:0", "--simulate_nodes=4",
+             "--memory_mb=64", "--shutdown_deadline_ms=2000"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.port = 0
+        lines: List[str] = []
+        deadline = time.monotonic() + 60
+        # Bounded: stops at the serving line, at EOF (the server died), or
+        # after 60 s.
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"serving furrballs\.v1\.Cache on 127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        if not self.port:
+            self.stop()
+            raise RuntimeError("server did not start:\n" + "".join(lines))
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+
+
+class ClientTest(unittest.TestCase):
+    server: ServerProcess
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = ServerProcess(SERVER_BINARY)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.stop()
+
+    def setUp(self) -> None:
+        self.client = fb.Client(self.server.target, timeout=10.0)
+
+    def tearDown(self) -> None:
+        self.client.close()
+
+    def test_set_then_get(self) -> None:
+        version = self.client.set(b"py-k", b"v\x00w", ttl_ms=60000)
+        self.assertGreater(version, 0)
+        e = self.client.get(b"py-k")
+        self.assertIsInstance(e, fb.Entry)
+        self.assertEqual(e.value, b"v\x00w")
+        self.assertEqual(e.version, version)
+        self.assertGreater(e.ttl_remaining_ms, 0)
+        self.assertLessEqual(e.ttl_remaining_ms, 60000)
+
+    def test_str_keys_and_values_are_utf8(self) -> None:
+        self.client.set("py-ключ", "значение")
+        self.assertEqual(self.client.get("py-ключ".encode()).value, "значение".encode())
+
+    def test_miss_returns_none(self) -> None:
+        self.assertIsNone(self.client.get("py-never-written"))
+
+    def test_conditional_sets(self) -> None:
+        v1 = self.client.set("py-cas", "a", if_absent=True)
+        with self.assertRaises(fb.AlreadyExistsError) as cm:
+            self.client.set("py-cas", "b", if_absent=True)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.ALREADY_EXISTS)
+        v2 = self.client.set("py-cas", "c", if_version=v1)
+        self.assertNotEqual(v1, v2)
+        with self.assertRaises(fb.AbortedError) as cm:
+            self.client.set("py-cas", "d", if_version=v1)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.ABORTED)
+        with self.assertRaises(fb.NotFoundError):
+            self.client.set("py-cas-missing", "d", if_version=1)
+        with self.assertRaises(ValueError):
+            self.client.set("py-cas", "e", if_absent=True, if_version=v2)
+        self.assertEqual(self.client.get("py-cas").value, b"c")
+
+    def test_delete(self) -> None:
+        self.client.set("py-del", "x")
+        self.assertTrue(self.client.delete("py-del"))
+        self.assertFalse(self.client.delete("py-del"))
+        self.assertIsNone(self.client.get("py-del"))
+
+    def test_touch(self) -> None:
+        self.client.set("py-touch", "x")
+        self.client.touch("py-touch", 30000)
+        ttl = self.client.get("py-touch").ttl_remaining_ms
+        self.assertGreater(ttl, 0)
+        self.assertLessEqual(ttl, 30000)
+        with self.assertRaises(fb.NotFoundError) as cm:
+            self.client.touch("py-touch-missing", 10)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.NOT_FOUND)
+
+    def test_multi_get_keeps_request_order(self) -> None:
+        keys = [f"py-mg-{i}" for i in range(30)]
+        for i, k in enumerate(keys):
+            if i % 3:
+                self.client.set(k, f"v{i}")
+        got = self.client.multi_get(keys)
+        self.assertEqual(len(got), len(keys))
+        for i, e in enumerate(got):
+            if i % 3:
+                self.assertEqual(e.value, f"v{i}".encode())
+            else:
+                self.assertIsNone(e)
+        self.assertEqual(self.client.multi_get([]), [])
+
+    def test_multi_set_reports_each_item(self) -> None:
+        self.client.set("py-ms-taken", "x")
+        results = self.client.multi_set([
+            fb.SetItem("py-ms-a", "1"),
+            fb.SetItem("py-ms-taken", "2", if_absent=True),
+            fb.SetItem("py-ms-b", "3", ttl_ms=40000),
+            fb.SetItem("", "4"),
+        ])
+        self.assertEqual(len(results), 4)
+        self.assertIsInstance(results[0], int)
+        self.assertIsInstance(results[1], fb.AlreadyExistsError)
+        self.assertEqual(results[1].code, grpc.StatusCode.ALREADY_EXISTS)
+        self.assertIsInstance(results[2], int)
+        self.assertIsInstance(results[3], fb.InvalidArgumentError)
+        b = self.client.get("py-ms-b")
+        self.assertEqual((b.value, b.version), (b"3", results[2]))
+
+    def test_stats(self) -> None:
+        for i in range(20):
+            self.client.set(f"py-st-{i}", "v")
+        stats = self.client.stats()
+        self.assertEqual([s.node for s in stats], [0, 1, 2, 3])
+        self.assertGreaterEqual(sum(s.sets for s in stats), 20)
+        self.assertTrue(all(s.memory_limit_bytes > 0 for s in stats))
+
+    def test_invalid_argument_carries_code_and_message(self) -> None:
+        with self.assertRaises(fb.InvalidArgumentError) as cm:
+            self.client.get("")
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertTrue(cm.exception.message)
+        self.assertIsInstance(cm.exception, fb.FurrballsError)
+        with self.assertRaises(fb.InvalidArgumentError):
+            self.client.set("k" * 251, "v")
+
+    def test_expired_deadline(self) -> None:
+        with self.assertRaises(fb.DeadlineExceededError) as cm:
+            self.client.get("py-k", timeout=0)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+    def test_unreachable_server_is_unavailable(self) -> None:
+        with fb.Client("127.0.0.1:1", timeout=10.0) as dead:
+            with self.assertRaises(fb.UnavailableError) as cm:
+                dead.get("k")
+        self.assertEqual(cm.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+
+class XmlResult(unittest.TextTestResult):
+    """Also keeps each case's outcome for the JUnit XML."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cases: List[str] = []
+
+    def _name(self, test) -> str:
+        return quoteattr(test.id().rsplit(".", 1)[-1])
+
+    def addSuccess(self, test) -> None:
+        super().addSuccess(test)
+        self.cases.append(f"<testcase name={self._name(test)}/>")
+
+    def _bad(self, test, err, tag: str) -> None:
+        text = self._exc_info_to_string(err, test)
+        self.cases.append(f"<testcase name={self._name(test)}><{tag} "
+                          f"message={quoteattr(text[-2000:])}/></testcase>")
+
+    def addFailure(self, test, err) -> None:
+        super().addFailure(test, err)
+        self._bad(test, err, "failure")
+
+    def addError(self, test, err) -> None:
+        super().addError(test, err)
+        self._bad(test, err, "error")
+
+
+def main() -> int:
+    global SERVER_BINARY
+    SERVER_BINARY = os.path.abspath(sys.argv[1])
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(ClientTest)
+    result = unittest.TextTestRunner(verbosity=2, resultclass=XmlResult).run(suite)
+    # A setUpClass error (the server did not start) is one error case and
+    # no test runs, so the run fails rather than passing empty.
+    failed = len(result.failures) + len(result.errors)
+    passed = len(result.cases) - failed
+    xml_path = os.environ.get("XML_OUTPUT_FILE")
+    if xml_path:
+        with open(xml_path, "w", encoding="utf-8") as f:
+            f.write('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>'
+                    f'<testsuite name="python_client_test" tests="{len(result.cases)}" '
+                    f'failures="{failed}">{"".join(result.cases)}</testsuite></testsuites>\n')
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 and passed > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
