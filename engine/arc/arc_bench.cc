@@ -6,6 +6,8 @@
 //
 // Thread safety: a benchmark binary; each benchmark owns its state.
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -13,6 +15,7 @@
 
 #include "engine/arc/arc_policy.h"
 #include "engine/arc/arc_trace.h"
+#include "engine/arc/concurrent_arc.h"
 #include "engine/arc/reference_arc.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
@@ -99,9 +102,78 @@ void BM_ArcReference(benchmark::State& state) {
   RunTrace<ReferenceArc>(state, [] { return ReferenceArc(kCapacity); });
 }
 
+// ConcurrentARC driven as a cache ("Find; on a miss Set"), one thread, on
+// the same traces: the policy core plus CMap, PromoteBuf and the lock.
+void BM_ConcurrentArcTrace(benchmark::State& state) {
+  const std::vector<HashPair>& trace = Trace(state.range(0));
+  state.SetLabel(std::string(TraceName(kBenchTraces[state.range(0)])));
+  uint64_t hits = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ConcurrentArcOptions<uint64_t> options;
+    options.capacity = kCapacity;
+    std::unique_ptr<ConcurrentARC<uint64_t>> arc =
+        *ConcurrentARC<uint64_t>::Create(options);
+    state.ResumeTiming();
+    hits = 0;
+    for (const HashPair& k : trace) {
+      if (arc->Find(k).has_value()) {
+        ++hits;
+      } else {
+        arc->Set(k, k.h1);
+      }
+    }
+    benchmark::DoNotOptimize(hits);
+    state.PauseTiming();
+    arc.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * trace.size());
+  state.counters["hits"] = static_cast<double>(hits);
+}
+
+// Find throughput on a full cache, every lookup a hit (so every one enqueues
+// a promotion, and every 64th drains): Zipfian(0.99) over the 1000 resident
+// keys, shared by all threads.
+ConcurrentARC<uint64_t>* shared_arc = nullptr;
+
+void BM_ConcurrentArcFind(benchmark::State& state) {
+  static const std::vector<HashPair> keys = [] {
+    std::vector<HashPair> k;
+    ZipfianGenerator zipf(kCapacity, kZipfTheta, /*seed=*/9);
+    for (int i = 0; i < (1 << 16); ++i) k.push_back(TraceKey(zipf.Next()));
+    return k;
+  }();
+  if (state.thread_index() == 0) {
+    ConcurrentArcOptions<uint64_t> options;
+    options.capacity = kCapacity;
+    shared_arc = ConcurrentARC<uint64_t>::Create(options)->release();
+    for (uint64_t id = 0; id < kCapacity; ++id) {
+      shared_arc->Set(TraceKey(id), id);
+    }
+  }
+  size_t i = size_t(state.thread_index()) * 7919;
+  uint64_t hits = 0;
+  for (auto _ : state) {
+    hits += shared_arc->Find(keys[i++ & (keys.size() - 1)]).has_value();
+  }
+  benchmark::DoNotOptimize(hits);
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) {
+    const ConcurrentArcStats s = shared_arc->stats();
+    state.counters["dropped"] = static_cast<double>(s.promotions_dropped);
+    delete shared_arc;
+    shared_arc = nullptr;
+  }
+}
+
 BENCHMARK(BM_ArcFlat)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ArcFlatStdIndex)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ArcReference)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConcurrentArcTrace)
+    ->DenseRange(0, 3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConcurrentArcFind)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
 }  // namespace furrballs
