@@ -179,6 +179,21 @@ class ConcurrentARC {
     return v;
   }
 
+  // The value of `h` without noting a reference (no promotion): for callers
+  // that re-read a key to validate a copy, or inspect keys for maintenance.
+  // Lock-free, like Find.
+  std::optional<Value> Peek(const HashPair& h) const {
+    return table_.Find(h);
+  }
+
+  // UpdateInPlace that is not a reference to the key (no promotion): for
+  // maintenance that moves a value no client touched (relocation), which
+  // must not make the key look hot to ARC.
+  template <typename Fn>
+  Error UpdateInPlaceWithoutHit(const HashPair& h, Fn&& fn) {
+    return table_.UpdateInPlace(h, std::forward<Fn>(fn));
+  }
+
   // Inserts or overwrites. Returns CMap's result: {kOk, inserted}, or an
   // error with nothing admitted (kAbandonedSet: a concurrent UpdateInPlace
   // held the key's or the victim's slot, retry; kCacheFull: cannot happen

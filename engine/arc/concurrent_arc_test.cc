@@ -360,6 +360,24 @@ TEST(ConcurrentArcTest, UpdateInPlaceChangesTheValueAndCountsAsAHit) {
   EXPECT_EQ(arc->stats().hits_applied, 2u);
 }
 
+// Peek and UpdateInPlaceWithoutHit are for the engine's validation reads and
+// relocation: same table operations, but no promotion is queued.
+TEST(ConcurrentArcTest, PeekAndUpdateInPlaceWithoutHitAreNotReferences) {
+  std::unique_ptr<Arc> arc = Make(4);
+  EXPECT_FALSE(arc->Peek(TraceKey(1)).has_value());
+  EXPECT_EQ(arc->UpdateInPlaceWithoutHit(TraceKey(1), [](uint64_t& v) { v = 5; }),
+            Error::kKeyNotFound);
+  arc->Set(TraceKey(1), 1);
+  EXPECT_EQ(arc->Peek(TraceKey(1)), 1u);
+  EXPECT_EQ(arc->UpdateInPlaceWithoutHit(TraceKey(1),
+                                         [](uint64_t& v) { v += 41; }),
+            Error::kOk);
+  EXPECT_EQ(arc->Peek(TraceKey(1)), 42u);
+  arc->DrainPromotions();
+  EXPECT_EQ(arc->Where(TraceKey(1)), ArcList::kT1) << "still a one-hit key";
+  EXPECT_EQ(arc->stats().hits_applied, 0u);
+}
+
 // kAbandonedSet paths. A writer inside UpdateInPlace holds the key's CMap
 // slot; from inside its function, the same thread's Set / Erase /
 // ForceEvictOne on that key must fail fast and change nothing.
