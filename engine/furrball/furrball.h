@@ -102,10 +102,16 @@ class FurrBall {
   Error ValidateValue(std::string_view value) const;
 
   // Runs `job` on node `node`'s pinned worker. Returns kQueueFull when the
-  // node's queue is full and kShuttingDown after Close() began; the job has
-  // then not been queued.
+  // node's queue is full, kShuttingDown after Close() began and kNoSuchNode
+  // for a node the cache does not run on; the job has then not been queued.
   using Job = void (*)(void* context);
   virtual Error SubmitToNode(int node, Job job, void* context) = 0;
+
+  // Stops the node workers: jobs already queued still run, later
+  // SubmitToNode calls get kShuttingDown, maintenance stops. The cache stays
+  // readable and writable until it is destroyed (a service drains its
+  // in-flight requests in between). Idempotent; the destructor calls it.
+  virtual void Close() = 0;
 
   // A consistent-enough copy of every node's statistics (each counter is
   // exact; counters are not read at one instant).

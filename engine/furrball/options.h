@@ -1,6 +1,6 @@
 // engine/furrball/options.h: how a FurrBall cache is configured.
 //
-// Thread safety: plain value.
+// Thread safety: plain value (the clock it may point to must be thread-safe).
 #ifndef FURRBALLS_ENGINE_FURRBALL_OPTIONS_H_
 #define FURRBALLS_ENGINE_FURRBALL_OPTIONS_H_
 
@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <optional>
 
+#include <absl/status/status.h>
+
 #include "engine/common/hash_pair.h"
+#include "engine/furrball/clock.h"
 
 namespace furrballs {
 
@@ -70,7 +73,20 @@ struct FurrBallOptions {
 
   // Pin each node's maintenance worker to the node's CPUs.
   bool pin_workers = true;
+
+  // Capacity of each node's NodeJob queue (rounded up to a power of two);
+  // SubmitToNode returns kQueueFull beyond it.
+  size_t job_queue_capacity = 4096;
+
+  // The monotonic clock TTLs are measured against; nullptr = SteadyClock.
+  // Tests inject a ManualClock. Must outlive the cache.
+  const Clock* clock = nullptr;
 };
+
+// Checks the options that do not depend on the topology (ranges, powers of
+// two, limits that fit a page). Open() calls it and also checks that each
+// node gets enough pages. InvalidArgument with a message naming the field.
+absl::Status ValidateOptions(const FurrBallOptions& options);
 
 }  // namespace furrballs
 

@@ -83,7 +83,7 @@ bool PagePool::ReserveOnCurrent(uint32_t capacity, Reservation* out,
     return true;
   }
   uint32_t fresh;
-  if (!PopFree(&fresh)) return false;
+  if (!PopFree(&fresh, kRelocationReserve)) return false;
   Open(fresh, PageTier::kHot);
   // The fresh page is not visible to anyone until this store; reserve on it
   // first so that a value as large as a page always gets its page.
@@ -98,9 +98,9 @@ bool PagePool::ReserveOnStaging(uint32_t capacity, Reservation* out) {
   return TryBump(staging_page(), capacity, out);
 }
 
-bool PagePool::PopFree(uint32_t* page) {
+bool PagePool::PopFree(uint32_t* page, uint32_t keep) {
   SpinLockHolder l(free_lock_);
-  if (free_.empty()) return false;
+  if (free_.size() <= keep) return false;
   *page = free_.back();
   free_.pop_back();
   free_count_.store(static_cast<uint32_t>(free_.size()),
@@ -198,7 +198,7 @@ bool PagePool::ReserveForRelocation(uint32_t capacity, Reservation* out) {
     return true;
   }
   uint32_t fresh;
-  if (!PopFree(&fresh)) return false;
+  if (!PopFree(&fresh, 0)) return false;
   if (relocation_page_ != kNoPage) Seal(relocation_page_);
   relocation_page_ = fresh;
   Open(fresh, PageTier::kCold);
@@ -209,6 +209,12 @@ uint32_t PagePool::relocation_room() const {
   if (relocation_page_ == kNoPage) return 0;
   const uint64_t w =
       pages_[relocation_page_].state.load(std::memory_order_relaxed);
+  return page_size_ - PageState::Used(w);
+}
+
+uint32_t PagePool::staging_room() const {
+  const uint64_t w = pages_[staging_page()].state.load(std::memory_order_relaxed);
+  if (!PageState::IsOpen(w)) return 0;
   return page_size_ - PageState::Used(w);
 }
 

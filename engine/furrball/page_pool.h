@@ -99,6 +99,10 @@ enum class PageTier : uint8_t {
 
 inline constexpr uint32_t kNoPage = UINT32_MAX;
 
+// Free pages that Sets may not take: the reclaimer needs one page to
+// relocate into, or a cache full of half-dead pages could never compact.
+inline constexpr uint32_t kRelocationReserve = 1;
+
 // Page sizes the pool accepts: the used/capacity fields are 32-bit, and the
 // lower bound keeps the per-page metadata (one cache line) under 0.1%.
 inline constexpr size_t kMinPageSize = size_t{64} << 10;
@@ -198,8 +202,8 @@ class PagePool {
   // ---- Request path --------------------------------------------------------
 
   // Reserves `capacity` bytes on the current page, rotating to a free page
-  // when the current one is full. False when no free page is left (the
-  // caller then tries staging or reclaims). `*tail_waste` receives the
+  // when the current one is full. False when no free page is left beyond
+  // the relocation reserve (the caller then tries staging or reclaims). `*tail_waste` receives the
   // unused bytes of a page this call sealed (padding accounting).
   bool ReserveOnCurrent(uint32_t capacity, Reservation* out,
                         ReserveSource* source, uint64_t* tail_waste);
@@ -251,20 +255,23 @@ class PagePool {
   // the free list when the current one is full. False when neither works.
   bool ReserveForRelocation(uint32_t capacity, Reservation* out);
   uint32_t relocation_room() const;
+  // Bytes the staging page can still take (0 while sealed).
+  uint32_t staging_room() const;
 
   // The sealed, walkable (pending == 0), non-empty page with the fewest live
   // bytes, excluding the current, staging and relocation pages; kNoPage if
   // none. Its live bytes go to *live_bytes.
   uint32_t SparsestSealedPage(uint64_t* live_bytes) const;
 
-  // Calls fn(offset, header) for each entry of a frozen page.
+  // Calls fn(offset, header) for each entry of a frozen page, in address
+  // order, until fn returns false.
   template <typename Fn>
   void ForEachEntry(uint32_t page, uint64_t frozen_state, Fn&& fn) const {
     const uint32_t used = PageState::Used(frozen_state);
     uint32_t offset = 0;
     while (offset < used) {
       const EntryHeader h = ReadEntryHeader(pages_[page].data + offset);
-      fn(offset, h);
+      if (!fn(offset, h)) return;
       offset += h.capacity;
     }
   }
@@ -280,7 +287,8 @@ class PagePool {
   void Open(uint32_t page, PageTier tier);
   // The unused tail of the sealed page.
   uint64_t Seal(uint32_t page);
-  bool PopFree(uint32_t* page);
+  // Pops a free page if more than `keep` remain.
+  bool PopFree(uint32_t* page, uint32_t keep);
   void PushFree(uint32_t page);
   void Recycle(uint32_t page);
 

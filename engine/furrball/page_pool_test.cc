@@ -110,12 +110,18 @@ TEST(PagePoolTest, FallsBackToStagingWhenNoPageIsFree) {
   Reservation r;
   ReserveSource src;
   uint64_t waste;
-  // Pages 0, 1, 2 fill up; page 3 is staging.
-  for (int i = 0; i < 3; ++i) {
+  // Pages 0 and 1 fill up; page 2 is the relocation reserve, which Sets may
+  // not take; page 3 is staging.
+  for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(pool.ReserveOnCurrent(kPageSize, &r, &src, &waste));
     pool.EndWrite(r.page);
   }
   EXPECT_FALSE(pool.ReserveOnCurrent(8, &r, &src, &waste));
+  EXPECT_EQ(pool.free_pages(), kRelocationReserve);
+  Reservation reloc;
+  ASSERT_TRUE(pool.ReserveForRelocation(8, &reloc)) << "the reserve is the "
+                                                       "reclaimer's";
+  pool.EndWrite(reloc.page);
   ASSERT_TRUE(pool.ReserveOnStaging(64, &r));
   EXPECT_EQ(r.page, pool.staging_page());
   pool.EndWrite(r.page);
@@ -169,6 +175,7 @@ TEST(PagePoolTest, StagingDrainRecyclesAndReopensStaging) {
                     [&](uint32_t offset, const EntryHeader& h) {
                       seen.push_back(h.hash.h2);
                       EXPECT_EQ(h.size, 10u);
+                      return true;
                     });
   EXPECT_EQ(seen, (std::vector<uint64_t>{0, 1, 2}));
   EXPECT_FALSE(pool.FinishFreeze(pool.staging_page(), before))

@@ -20,6 +20,8 @@ struct NodeStatsSnapshot {
   uint64_t hits_remote = 0;   // served to a thread on another node
   uint64_t misses = 0;
   uint64_t sets = 0;
+  uint64_t in_place_sets = 0;  // overwrites that reused the entry (§2.8.5)
+  uint64_t staging_sets = 0;   // writes that overflowed to staging (§2.10.2)
   uint64_t deletes = 0;
   uint64_t touches = 0;
   uint64_t ttl_expirations = 0;
@@ -27,6 +29,9 @@ struct NodeStatsSnapshot {
   // Evictions by reason.
   uint64_t evictions_capacity = 0;  // ARC chose a victim for room
   uint64_t evictions_keys = 0;      // the key table was full
+  // Whole pages whose keys a writer evicted because it found no room at all
+  // (their keys are counted in evictions_capacity too).
+  uint64_t page_evictions = 0;
 
   // Memory.
   uint64_t live_keys = 0;
@@ -39,10 +44,14 @@ struct NodeStatsSnapshot {
   uint64_t pages_freeze = 0;
   uint64_t pages_staging = 0;
   uint64_t staging_used_bytes = 0;
+  // Cumulative bytes lost to 8-byte entry alignment and to page tails left
+  // unused when a page was sealed (the report's DataWastedByPadding).
+  uint64_t padding_bytes = 0;
 
   // Background work.
   uint64_t relocations = 0;       // entries moved by staging relocation/drain
   uint64_t pages_drained = 0;
+  uint64_t pages_recycled = 0;  // by drain, eviction or because all died
   uint64_t promote_drops = 0;     // PromoteBuf overflow
 };
 

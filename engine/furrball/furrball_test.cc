@@ -1,0 +1,529 @@
+// Unit tests of the FurrBall API: results, limits, every error path, TTL and
+// versions with an injected clock, routing, SubmitToNode and statistics.
+#include "engine/furrball/furrball.h"
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <absl/synchronization/notification.h>
+#include <gtest/gtest.h>
+
+#include "engine/furrball/clock.h"
+#include "engine/numatic/error_status.h"
+
+namespace furrballs {
+namespace {
+
+FurrBallOptions SmallOptions(int nodes = 2) {
+  FurrBallOptions o;
+  o.memory_budget_bytes = size_t{8} << 20;
+  o.page_size_bytes = size_t{64} << 10;
+  o.max_value_bytes = size_t{32} << 10;
+  o.node_count = nodes;
+  o.simulate_topology = true;
+  return o;
+}
+
+std::unique_ptr<FurrBall> MustOpen(const FurrBallOptions& o) {
+  absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+  EXPECT_TRUE(ball.ok()) << ball.status();
+  return ball.ok() ? std::move(*ball) : nullptr;
+}
+
+NodeStatsSnapshot Sum(const std::vector<NodeStatsSnapshot>& nodes) {
+  NodeStatsSnapshot t;
+  for (const NodeStatsSnapshot& s : nodes) {
+    t.hits_local += s.hits_local;
+    t.hits_remote += s.hits_remote;
+    t.misses += s.misses;
+    t.sets += s.sets;
+    t.in_place_sets += s.in_place_sets;
+    t.deletes += s.deletes;
+    t.touches += s.touches;
+    t.live_keys += s.live_keys;
+    t.live_bytes += s.live_bytes;
+    t.memory_limit_bytes += s.memory_limit_bytes;
+    t.evictions_capacity += s.evictions_capacity;
+    t.evictions_keys += s.evictions_keys;
+  }
+  return t;
+}
+
+// ---- Options --------------------------------------------------------------
+
+TEST(OptionsTest, DefaultsAreValid) {
+  EXPECT_TRUE(ValidateOptions(FurrBallOptions{}).ok());
+}
+
+TEST(OptionsTest, EveryBadFieldIsNamed) {
+  struct Case {
+    const char* field;
+    void (*mutate)(FurrBallOptions&);
+  };
+  const Case cases[] = {
+      {"page_size_bytes", [](FurrBallOptions& o) { o.page_size_bytes = 3 << 20; }},
+      {"page_size_bytes", [](FurrBallOptions& o) { o.page_size_bytes = 4096; }},
+      {"max_value_bytes", [](FurrBallOptions& o) { o.max_value_bytes = 2 << 20; }},
+      {"max_key_bytes", [](FurrBallOptions& o) { o.max_key_bytes = 0; }},
+      {"node_count", [](FurrBallOptions& o) { o.node_count = -1; }},
+      {"simulate_topology", [](FurrBallOptions& o) { o.simulate_topology = true; }},
+      {"memory_budget_bytes", [](FurrBallOptions& o) { o.memory_budget_bytes = 0; }},
+      {"maintenance_interval",
+       [](FurrBallOptions& o) { o.maintenance_interval = std::chrono::milliseconds(0); }},
+      {"job_queue_capacity", [](FurrBallOptions& o) { o.job_queue_capacity = 0; }},
+  };
+  for (const Case& c : cases) {
+    FurrBallOptions o;
+    c.mutate(o);
+    const absl::Status s = ValidateOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_NE(s.message().find(c.field), std::string::npos)
+        << c.field << ": " << s.message();
+    EXPECT_FALSE(FurrBall::Open(o).ok()) << c.field;
+  }
+}
+
+TEST(OptionsTest, TooFewPagesPerNodeIsRejectedWithAReason) {
+  FurrBallOptions o = SmallOptions(4);
+  o.memory_budget_bytes = size_t{4} * 3 * (64 << 10);  // 3 pages per node
+  absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+  ASSERT_FALSE(ball.ok());
+  EXPECT_EQ(ErrorOf(ball.status()), Error::kInvalidArgument);
+  EXPECT_NE(ball.status().message().find("at least 4"), std::string::npos)
+      << ball.status();
+}
+
+TEST(OptionsTest, MoreNodesThanTheMachineHasNeedsSimulation) {
+  FurrBallOptions o = SmallOptions(64);
+  o.simulate_topology = false;
+  absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+  ASSERT_FALSE(ball.ok());
+  EXPECT_EQ(ErrorOf(ball.status()), Error::kInvalidTopology) << ball.status();
+}
+
+// ---- Basic operations -------------------------------------------------------
+
+TEST(FurrBallTest, SetGetDeleteRoundTrip) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions());
+  std::string v;
+  GetResult g = ball->Get("k", &v);
+  EXPECT_EQ(g.error, Error::kOk) << "a miss is not an error";
+  EXPECT_FALSE(g.found);
+
+  SetResult s1 = ball->Set("k", "hello");
+  ASSERT_EQ(s1.error, Error::kOk);
+  g = ball->Get("k", &v);
+  ASSERT_TRUE(g.found);
+  EXPECT_EQ(v, "hello");
+  EXPECT_EQ(g.version, s1.version);
+  EXPECT_EQ(g.ttl_remaining_ms, 0u);
+
+  // Larger value: out of place; smaller: in place. Each write bumps the
+  // version.
+  SetResult s2 = ball->Set("k", std::string(1000, 'x'));
+  ASSERT_EQ(s2.error, Error::kOk);
+  EXPECT_GT(s2.version, s1.version);
+  SetResult s3 = ball->Set("k", "tiny");
+  ASSERT_EQ(s3.error, Error::kOk);
+  EXPECT_GT(s3.version, s2.version);
+  g = ball->Get("k", &v);
+  EXPECT_EQ(v, "tiny");
+  EXPECT_EQ(g.version, s3.version);
+
+  DeleteResult d = ball->Delete("k");
+  EXPECT_EQ(d.error, Error::kOk);
+  EXPECT_TRUE(d.deleted);
+  EXPECT_FALSE(ball->Get("k", &v).found);
+  EXPECT_FALSE(ball->Delete("k").deleted);
+}
+
+TEST(FurrBallTest, ValuesAreArbitraryBytesIncludingEmptyAndNul) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions());
+  const std::string binary("\0\x01\xff\0abc\0", 8);
+  ASSERT_EQ(ball->Set("bin", binary).error, Error::kOk);
+  ASSERT_EQ(ball->Set("empty", "").error, Error::kOk);
+  std::string v = "junk";
+  ASSERT_TRUE(ball->Get("bin", &v).found);
+  EXPECT_EQ(v, binary);
+  ASSERT_TRUE(ball->Get("empty", &v).found);
+  EXPECT_EQ(v, "");
+}
+
+TEST(FurrBallTest, DefaultLimitsAcceptTheirMaximaAndRejectOneMore) {
+  FurrBallOptions o;  // defaults: 250-byte keys, 1 MiB values, 2 MiB pages
+  o.memory_budget_bytes = size_t{16} << 20;
+  o.node_count = 1;
+  o.simulate_topology = true;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  const std::string key250(250, 'k'), key251(251, 'k');
+  const std::string mib(size_t{1} << 20, 'v');
+  const std::string mib1((size_t{1} << 20) + 1, 'v');
+
+  ASSERT_EQ(ball->Set(key250, mib).error, Error::kOk);
+  std::string v;
+  ASSERT_TRUE(ball->Get(key250, &v).found);
+  EXPECT_EQ(v, mib);
+
+  EXPECT_EQ(ball->Set(key251, "x").error, Error::kKeyTooLarge);
+  EXPECT_EQ(ball->Get(key251, &v).error, Error::kKeyTooLarge);
+  EXPECT_EQ(ball->Delete(key251).error, Error::kKeyTooLarge);
+  EXPECT_EQ(ball->Touch(key251, 1), Error::kKeyTooLarge);
+  EXPECT_EQ(ball->Set("", "x").error, Error::kEmptyKey);
+  EXPECT_EQ(ball->Get("", &v).error, Error::kEmptyKey);
+  EXPECT_EQ(ball->Delete("").error, Error::kEmptyKey);
+  EXPECT_EQ(ball->Touch("", 1), Error::kEmptyKey);
+
+  // Over-size values are rejected whole, never truncated, and leave the old
+  // value in place.
+  EXPECT_EQ(ball->Set(key250, mib1).error, Error::kValueTooLarge);
+  EXPECT_EQ(ball->Set(ball->Hash(key250), mib1).error,
+            Error::kValueTooLarge);
+  ASSERT_TRUE(ball->Get(key250, &v).found);
+  EXPECT_EQ(v.size(), mib.size());
+}
+
+// ---- Conditional writes and versions ----------------------------------------
+
+TEST(FurrBallTest, CompareAndSetOnVersion) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions());
+  WriteOptions cas;
+  cas.mode = SetMode::kIfVersion;
+  cas.expected_version = 12345;
+  EXPECT_EQ(ball->Set("c", "x", cas).error, Error::kKeyNotFound);
+
+  const SetResult first = ball->Set("c", "v1");
+  cas.expected_version = first.version + 1;
+  EXPECT_EQ(ball->Set("c", "v2", cas).error, Error::kVersionMismatch);
+  cas.expected_version = first.version;
+  const SetResult second = ball->Set("c", "v2", cas);
+  ASSERT_EQ(second.error, Error::kOk);
+  EXPECT_GT(second.version, first.version);
+  // The old version no longer matches.
+  EXPECT_EQ(ball->Set("c", "v3", cas).error, Error::kVersionMismatch);
+  std::string v;
+  ball->Get("c", &v);
+  EXPECT_EQ(v, "v2");
+}
+
+TEST(FurrBallTest, SetIfAbsent) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions());
+  WriteOptions add;
+  add.mode = SetMode::kIfAbsent;
+  ASSERT_EQ(ball->Set("a", "first", add).error, Error::kOk);
+  EXPECT_EQ(ball->Set("a", "second", add).error, Error::kAlreadyExists);
+  std::string v;
+  ball->Get("a", &v);
+  EXPECT_EQ(v, "first");
+  ball->Delete("a");
+  EXPECT_EQ(ball->Set("a", "third", add).error, Error::kOk);
+}
+
+TEST(FurrBallTest, DeletedAndReinsertedKeyNeverReusesAVersion) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions());
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 100; ++i) {
+    const SetResult s = ball->Set("aba", "v");
+    ASSERT_EQ(s.error, Error::kOk);
+    EXPECT_TRUE(seen.insert(s.version).second);
+    ball->Delete("aba");
+  }
+  // A stale CAS from before the delete cannot hit the new incarnation.
+  const SetResult old = ball->Set("aba", "a");
+  ball->Delete("aba");
+  ball->Set("aba", "b");
+  WriteOptions cas;
+  cas.mode = SetMode::kIfVersion;
+  cas.expected_version = old.version;
+  EXPECT_EQ(ball->Set("aba", "c", cas).error, Error::kVersionMismatch);
+}
+
+TEST(FurrBallTest, SupersededWritesConsumeVersionsJustBefore) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions(1));
+  const SetResult a = ball->Set("w", "1");
+  WriteOptions merged;
+  merged.superseded_writes = 3;
+  const SetResult b = ball->Set("w", "5", merged);
+  ASSERT_EQ(b.error, Error::kOk);
+  EXPECT_EQ(b.version, a.version + 4)
+      << "versions a+1..a+3 belong to the three merged writes";
+  const SetResult c = ball->Set("w", "6");
+  EXPECT_EQ(c.version, b.version + 1);
+}
+
+// ---- TTL (injected clock, no sleeps) -------------------------------------------
+
+TEST(FurrBallTest, TtlExpiresOnTheInjectedClock) {
+  ManualClock clock;
+  FurrBallOptions o = SmallOptions();
+  o.clock = &clock;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  WriteOptions ttl;
+  ttl.ttl_ms = 1000;
+  ASSERT_EQ(ball->Set("t", "v", ttl).error, Error::kOk);
+  std::string v;
+  GetResult g = ball->Get("t", &v);
+  ASSERT_TRUE(g.found);
+  EXPECT_EQ(g.ttl_remaining_ms, 1000u);
+  clock.AdvanceMs(400);
+  EXPECT_EQ(ball->Get("t", &v).ttl_remaining_ms, 600u);
+
+  // Touch resets the deadline from now.
+  EXPECT_EQ(ball->Touch("t", 1000), Error::kOk);
+  clock.AdvanceMs(999);
+  g = ball->Get("t", &v);
+  ASSERT_TRUE(g.found);
+  EXPECT_EQ(g.ttl_remaining_ms, 1u);
+  clock.AdvanceMs(1);
+  EXPECT_FALSE(ball->Get("t", &v).found) << "expired at the deadline";
+
+  // An expired key is absent for every operation.
+  EXPECT_EQ(ball->Touch("t", 1000), Error::kKeyNotFound);
+  WriteOptions cas;
+  cas.mode = SetMode::kIfVersion;
+  cas.expected_version = g.version;
+  EXPECT_EQ(ball->Set("t", "x", cas).error, Error::kKeyNotFound);
+  EXPECT_FALSE(ball->Delete("t").deleted);
+  ASSERT_EQ(ball->Set("t", "again", ttl).error, Error::kOk);
+  WriteOptions add;
+  add.mode = SetMode::kIfAbsent;
+  clock.AdvanceMs(1000);
+  EXPECT_EQ(ball->Set("t", "fresh", add).error, Error::kOk)
+      << "if-absent treats an expired key as absent";
+  ASSERT_TRUE(ball->Get("t", &v).found);
+  EXPECT_EQ(v, "fresh");
+}
+
+TEST(FurrBallTest, TouchWithZeroRemovesTheDeadline) {
+  ManualClock clock;
+  FurrBallOptions o = SmallOptions();
+  o.clock = &clock;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  WriteOptions ttl;
+  ttl.ttl_ms = 10;
+  ball->Set("p", "v", ttl);
+  EXPECT_EQ(ball->Touch("p", 0), Error::kOk);
+  clock.AdvanceMs(1'000'000);
+  std::string v;
+  GetResult g = ball->Get("p", &v);
+  ASSERT_TRUE(g.found);
+  EXPECT_EQ(g.ttl_remaining_ms, 0u);
+}
+
+TEST(FurrBallTest, TouchOfAMissingKeyIsNotFound) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions());
+  EXPECT_EQ(ball->Touch("nobody", 100), Error::kKeyNotFound);
+}
+
+// ---- Memory limits --------------------------------------------------------------
+
+TEST(FurrBallTest, FullCacheWithEvictionDisabledFailsWithNoMemory) {
+  FurrBallOptions o = SmallOptions(1);
+  o.memory_budget_bytes = size_t{8} * (64 << 10);  // 8 pages of 64 KiB
+  o.eviction_enabled = false;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  const std::string value(4000, 'v');
+  int stored = 0;
+  Error last = Error::kOk;
+  for (int i = 0; i < 1000; ++i) {
+    last = ball->Set("key" + std::to_string(i), value).error;
+    if (last != Error::kOk) break;
+    ++stored;
+  }
+  EXPECT_EQ(last, Error::kNoMemory);
+  // Everything acknowledged is still there: nothing was evicted.
+  std::string v;
+  for (int i = 0; i < stored; ++i) {
+    ASSERT_TRUE(ball->Get("key" + std::to_string(i), &v).found) << i;
+  }
+  EXPECT_GT(stored, 50);
+  EXPECT_EQ(Sum(ball->Stats()).evictions_capacity, 0u);
+  // Deleting makes room again (drain compacts the dead bytes).
+  for (int i = 0; i < stored; i += 2) ball->Delete("key" + std::to_string(i));
+  EXPECT_EQ(ball->Set("after-delete", value).error, Error::kOk);
+}
+
+TEST(FurrBallTest, FullKeyTableWithEvictionDisabledFailsWithNoMemory) {
+  FurrBallOptions o = SmallOptions(1);
+  o.max_keys_per_node = 100;
+  o.eviction_enabled = false;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(ball->Set("k" + std::to_string(i), "v").error, Error::kOk) << i;
+  }
+  EXPECT_EQ(ball->Set("one-more", "v").error, Error::kNoMemory);
+  EXPECT_EQ(ball->Set("k7", "overwrite is fine").error, Error::kOk);
+  ball->Delete("k0");
+  EXPECT_EQ(ball->Set("one-more", "v").error, Error::kOk);
+}
+
+TEST(FurrBallTest, FullKeyTableWithEvictionEvictsByArc) {
+  FurrBallOptions o = SmallOptions(1);
+  o.max_keys_per_node = 100;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_EQ(ball->Set("k" + std::to_string(i), "v").error, Error::kOk);
+  }
+  const NodeStatsSnapshot s = Sum(ball->Stats());
+  EXPECT_LE(s.live_keys, 100u);
+  EXPECT_GE(s.evictions_keys, 200u);
+}
+
+// ---- SubmitToNode ----------------------------------------------------------------
+
+TEST(FurrBallTest, SubmitToNodeRunsOnThatNodeAndReportsAFullQueue) {
+  FurrBallOptions o = SmallOptions(2);
+  o.job_queue_capacity = 8;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  EXPECT_EQ(ball->SubmitToNode(7, [](void*) {}, nullptr), Error::kNoSuchNode);
+
+  struct Gate {
+    absl::Notification entered, release;
+  } gate;
+  ASSERT_EQ(ball->SubmitToNode(
+                1,
+                [](void* p) {
+                  Gate* g = static_cast<Gate*>(p);
+                  g->entered.Notify();
+                  g->release.WaitForNotification();
+                },
+                &gate),
+            Error::kOk);
+  gate.entered.WaitForNotification();
+  std::atomic<int> ran{0};
+  auto job = [](void* p) { static_cast<std::atomic<int>*>(p)->fetch_add(1); };
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(ball->SubmitToNode(1, job, &ran), Error::kOk);
+  }
+  EXPECT_EQ(ball->SubmitToNode(1, job, &ran), Error::kQueueFull);
+  // Node 0's queue is independent.
+  EXPECT_EQ(ball->SubmitToNode(0, job, &ran), Error::kOk);
+  gate.release.Notify();
+  ball->Close();
+  EXPECT_EQ(ran.load(), 9) << "jobs queued before Close all ran";
+  EXPECT_EQ(ball->SubmitToNode(0, job, &ran), Error::kShuttingDown);
+  // Still usable after Close until destroyed.
+  EXPECT_EQ(ball->Set("after-close", "v").error, Error::kOk);
+}
+
+// ---- Routing ------------------------------------------------------------------------
+
+TEST(FurrBallTest, HashRoutingOwnerIsAFunctionOfTheHash) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions(4));
+  std::vector<int> per_node(4);
+  for (int i = 0; i < 4000; ++i) {
+    const HashPair h = ball->Hash("key" + std::to_string(i));
+    const int owner = ball->OwnerOf(h);
+    ASSERT_GE(owner, 0);
+    ASSERT_LT(owner, 4);
+    EXPECT_EQ(owner, ball->OwnerOf(h));
+    ++per_node[owner];
+    ASSERT_EQ(ball->Set(h, "v").error, Error::kOk);
+  }
+  const std::vector<NodeStatsSnapshot> stats = ball->Stats();
+  for (int n = 0; n < 4; ++n) {
+    EXPECT_GT(per_node[n], 800) << "hash spreads keys evenly";
+    EXPECT_EQ(stats[n].sets, static_cast<uint64_t>(per_node[n]))
+        << "each key's write went to its owner";
+  }
+}
+
+TEST(FurrBallTest, RoundRobinSpreadsNewKeysAndFindsThemAgain) {
+  FurrBallOptions o = SmallOptions(4);
+  o.routing = RoutingPolicy::kRoundRobin;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  EXPECT_EQ(ball->OwnerOf(ball->Hash("x")), -1);
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_EQ(ball->Set("k" + std::to_string(i), "v" + std::to_string(i)).error,
+              Error::kOk);
+  }
+  for (const NodeStatsSnapshot& s : ball->Stats()) EXPECT_EQ(s.live_keys, 100u);
+  // Overwrites update the key where it is rather than creating a copy.
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_EQ(ball->Set("k" + std::to_string(i), "w" + std::to_string(i)).error,
+              Error::kOk);
+  }
+  uint64_t live = 0;
+  for (const NodeStatsSnapshot& s : ball->Stats()) live += s.live_keys;
+  EXPECT_EQ(live, 400u);
+  std::string v;
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_TRUE(ball->Get("k" + std::to_string(i), &v).found);
+    EXPECT_EQ(v, "w" + std::to_string(i));
+  }
+  EXPECT_TRUE(ball->Delete("k5").deleted);
+  EXPECT_FALSE(ball->Get("k5", &v).found);
+  EXPECT_EQ(ball->Touch("k6", 5), Error::kOk);
+}
+
+TEST(FurrBallTest, ThreadLocalRoutingPlacesKeysOnTheWritersNode) {
+  FurrBallOptions o = SmallOptions(2);
+  o.routing = RoutingPolicy::kThreadLocal;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  // A job runs on node 1's pinned worker, so its writes land on node 1.
+  struct Ctx {
+    FurrBall* ball;
+    absl::Notification done;
+  } ctx{ball.get(), {}};
+  ASSERT_EQ(ball->SubmitToNode(
+                1,
+                [](void* p) {
+                  Ctx* c = static_cast<Ctx*>(p);
+                  for (int i = 0; i < 50; ++i) {
+                    c->ball->Set("tl" + std::to_string(i), "v");
+                  }
+                  std::string v;
+                  for (int i = 0; i < 50; ++i) {
+                    c->ball->Get("tl" + std::to_string(i), &v);
+                  }
+                  c->done.Notify();
+                },
+                &ctx),
+            Error::kOk);
+  ctx.done.WaitForNotification();
+  const std::vector<NodeStatsSnapshot> stats = ball->Stats();
+  EXPECT_EQ(stats[0].live_keys, 0u);
+  EXPECT_EQ(stats[1].live_keys, 50u);
+  EXPECT_EQ(stats[1].hits_local, 50u) << "read back on the writer's node";
+  // A reader on another node finds them by searching, as remote hits.
+  std::string v;
+  ASSERT_TRUE(ball->Get("tl3", &v).found);
+}
+
+// ---- Statistics ---------------------------------------------------------------------
+
+TEST(FurrBallTest, StatsCountEveryOperation) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions(1));
+  std::string v;
+  ball->Set("a", "12345");
+  ball->Set("b", "123");
+  ball->Set("a", "abc");  // in place
+  ball->Get("a", &v);
+  ball->Get("zzz", &v);
+  ball->Touch("b", 100);
+  ball->Delete("b");
+  const std::vector<NodeStatsSnapshot> stats = ball->Stats();
+  ASSERT_EQ(stats.size(), 1u);
+  const NodeStatsSnapshot& s = stats[0];
+  EXPECT_EQ(s.sets, 3u);
+  EXPECT_EQ(s.in_place_sets, 1u);
+  EXPECT_EQ(s.hits_local + s.hits_remote, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.touches, 1u);
+  EXPECT_EQ(s.deletes, 1u);
+  EXPECT_EQ(s.live_keys, 1u);
+  EXPECT_EQ(s.live_bytes, 3u);
+  EXPECT_EQ(s.memory_limit_bytes, size_t{8} << 20);
+  EXPECT_EQ(s.pages_hot + s.pages_cold + s.pages_empty + s.pages_freeze +
+                s.pages_staging,
+            (size_t{8} << 20) / (64 << 10));
+  EXPECT_EQ(s.pages_staging, 1u);
+  EXPECT_GT(s.dead_bytes, 0u) << "b's entry and a's first entry are dead";
+  EXPECT_GT(s.padding_bytes, 0u);
+  EXPECT_GT(ball->MetadataBytes(), 0u);
+}
+
+}  // namespace
+}  // namespace furrballs

@@ -1,0 +1,685 @@
+#include "engine/furrball/node_shard.h"
+
+#include <algorithm>
+#include <cassert>
+#include <new>
+#include <utility>
+
+#include <absl/strings/str_cat.h>
+
+#include "engine/furrball/entry.h"
+#include "engine/numatic/error_status.h"
+
+namespace furrballs {
+namespace furrball_internal {
+namespace {
+
+// Why the eviction callback is running on this thread: ARC's own REPLACE
+// inside Set (the key table was full) unless a reclaimer said otherwise.
+thread_local Counter tls_eviction_reason = Counter::kEvictionsKeys;
+
+class EvictionReason {
+ public:
+  explicit EvictionReason(Counter reason) : saved_(tls_eviction_reason) {
+    tls_eviction_reason = reason;
+  }
+  ~EvictionReason() { tls_eviction_reason = saved_; }
+
+ private:
+  Counter saved_;
+};
+
+bool SameEntry(const KeyMeta& a, const KeyMeta& b) {
+  return a.page == b.page && a.offset == b.offset &&
+         a.generation == b.generation;
+}
+
+bool PointsAt(const KeyMeta& m, uint32_t page, uint32_t offset,
+              uint32_t generation) {
+  return m.page == page && m.offset == offset && m.generation == generation;
+}
+
+// Attempts of a reclaimer's single-key CMap operation that keeps finding the
+// slot busy (a writer is inside it for a few hundred nanoseconds at most).
+constexpr int kBusyRetries = 64;
+
+}  // namespace
+
+// ---- Construction ----------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<NodeShard, void (*)(NodeShard*)>>
+NodeShard::Create(const ShardConfig& config, const Numatic* numatic) {
+  using Ptr = std::unique_ptr<NodeShard, void (*)(NodeShard*)>;
+  absl::StatusOr<NumaNodeMemoryResource*> resource =
+      numatic->NodeResource(config.node);
+  if (!resource.ok()) return resource.status();
+  absl::StatusOr<RawAllocator> allocator = numatic->NodeAllocator(config.node);
+  if (!allocator.ok()) return allocator.status();
+
+  const size_t block_bytes = size_t{config.page_count} * config.page_size;
+  absl::StatusOr<NumaBlock> block =
+      numatic->AllocateOnNode(block_bytes, config.node);
+  if (!block.ok()) {
+    return ErrorStatus(ErrorOf(block.status()),
+                       absl::StrCat("node ", config.node, ": value pages (",
+                                    block_bytes, " bytes): ",
+                                    block.status().message()));
+  }
+
+  void* memory = (*resource)->AllocateOrNull(sizeof(NodeShard),
+                                             alignof(NodeShard));
+  if (memory == nullptr) {
+    numatic->Free(*block);
+    return ErrorStatus(Error::kAllocationFailed,
+                       absl::StrCat("node ", config.node,
+                                    ": shard metadata (", sizeof(NodeShard),
+                                    " bytes)"));
+  }
+  // The constructor's PMR containers throw std::bad_alloc when the node
+  // refuses memory; turn that into the same all-or-nothing error.
+  NodeShard* shard = nullptr;
+  try {
+    shard = new (memory) NodeShard(config, numatic, *resource, *block);
+  } catch (const std::bad_alloc&) {
+    (*resource)->DeallocateBytes(memory, sizeof(NodeShard));
+    numatic->Free(*block);
+    return ErrorStatus(Error::kAllocationFailed,
+                       absl::StrCat("node ", config.node,
+                                    ": page metadata or key locks"));
+  }
+  Ptr owned(shard, &NodeShard::Destroy);
+
+  ConcurrentArcOptions<KeyMeta> arc_options;
+  arc_options.capacity = config.max_keys;
+  arc_options.allocator = *allocator;
+  arc_options.on_evict = [shard](const HashPair& h, const KeyMeta& m) {
+    shard->OnEvict(h, m);
+  };
+  absl::StatusOr<std::unique_ptr<Arc>> arc = Arc::Create(arc_options);
+  if (!arc.ok()) {
+    return ErrorStatus(ErrorOf(arc.status()),
+                       absl::StrCat("node ", config.node, ": key table for ",
+                                    config.max_keys, " keys: ",
+                                    arc.status().message()));
+  }
+  shard->arc_ = *std::move(arc);
+  return owned;
+}
+
+NodeShard::NodeShard(const ShardConfig& config, const Numatic* numatic,
+                     NumaNodeMemoryResource* resource, NumaBlock block)
+    : config_(config),
+      numatic_(numatic),
+      resource_(resource),
+      block_(block),
+      pool_(static_cast<uint8_t*>(block.data), config.page_count,
+            config.page_size, resource),
+      stats_(resource),
+      key_locks_(kKeyLocks, resource) {
+  next_version_.value.store(
+      (uint64_t{static_cast<uint32_t>(config.node_index)} << 58) + 1,
+      std::memory_order_relaxed);
+}
+
+NodeShard::~NodeShard() {
+  arc_.reset();
+  numatic_->Free(block_);
+}
+
+void NodeShard::Destroy(NodeShard* shard) {
+  NumaNodeMemoryResource* resource = shard->resource_;
+  shard->~NodeShard();
+  resource->DeallocateBytes(shard, sizeof(NodeShard));
+}
+
+// ---- Request path ------------------------------------------------------------
+
+GetResult NodeShard::Get(const HashPair& h, std::string* value,
+                         int requester, SpinLock& key_lock) {
+  numatic_->SimulateRemoteAccess(requester, config_.node);
+  const uint64_t now = NowMs();
+  GetResult result;
+  auto attempt = [&](bool promote) -> bool {  // true: settled
+    const std::optional<KeyMeta> m1 = promote ? arc_->Find(h) : arc_->Peek(h);
+    if (!m1.has_value() || m1->Expired(now)) {
+      result.found = false;
+      return true;
+    }
+    value->resize(m1->size);
+    CopyValueOut(pool_.EntryAt(m1->page, m1->offset), m1->size,
+                 value->data());
+    const std::optional<KeyMeta> m2 = arc_->Peek(h);
+    if (!m2.has_value() || !(*m2 == *m1)) return false;
+    result.found = true;
+    result.version = m1->version;
+    result.ttl_remaining_ms = m1->expiry_ms == 0 ? 0 : m1->expiry_ms - now;
+    return true;
+  };
+  bool settled = false;
+  for (int i = 0; i < kOptimisticReads && !settled; ++i) {
+    settled = attempt(/*promote=*/i == 0);
+  }
+  if (!settled) {
+    // Writers of this key keep changing it under us. With its lock held only
+    // movers and evictors can, and they are bounded, so this terminates.
+    SpinLockHolder l(key_lock);
+    while (!attempt(/*promote=*/false)) {
+    }
+  }
+  if (!result.found) {
+    value->clear();
+    stats_.Add(Counter::kMisses);
+  } else {
+    stats_.Add(requester == config_.node ? Counter::kHitsLocal
+                                         : Counter::kHitsRemote);
+  }
+  return result;
+}
+
+bool NodeShard::Holds(const HashPair& h) const {
+  return arc_->Peek(h).has_value();
+}
+
+SetResult NodeShard::Set(const HashPair& h, std::string_view value,
+                         const WriteOptions& options) {
+  const uint32_t size = static_cast<uint32_t>(value.size());
+  const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(size));
+  const uint64_t now = NowMs();
+  for (;;) {
+    const std::optional<KeyMeta> cur = arc_->Peek(h);
+    const bool live = cur.has_value() && !cur->Expired(now);
+    if (options.mode == SetMode::kIfAbsent && live) {
+      return SetResult{Error::kAlreadyExists, 0};
+    }
+    if (options.mode == SetMode::kIfVersion) {
+      if (!live) return SetResult{Error::kKeyNotFound, 0};
+      if (cur->version != options.expected_version) {
+        return SetResult{Error::kVersionMismatch, 0};
+      }
+    }
+    const uint64_t version = NextVersion(options.superseded_writes);
+    const uint64_t expiry = options.ttl_ms == 0 ? 0 : now + options.ttl_ms;
+    if (expiry != 0 && !has_ttl_keys_.load(std::memory_order_relaxed)) {
+      has_ttl_keys_.store(true, std::memory_order_relaxed);
+    }
+
+    // Fast path (§2.8.5): overwrite in place when the new value fits the
+    // entry. The bytes are written inside the slot's seqlock.
+    if (cur.has_value() && capacity <= cur->capacity) {
+      bool same = false;
+      uint32_t old_size = 0;
+      const Error err = arc_->UpdateInPlace(h, [&](KeyMeta& m) {
+        if (!SameEntry(m, *cur)) return;  // relocated since we looked
+        same = true;
+        old_size = m.size;
+        uint8_t* entry = pool_.EntryAt(m.page, m.offset);
+        WriteValueWords(entry, value);
+        WriteSizeWord(entry, size, m.capacity);
+        m.size = size;
+        m.version = version;
+        m.expiry_ms = expiry;
+      });
+      if (err == Error::kOk && same) {
+        stats_.Add(Counter::kSets);
+        stats_.Add(Counter::kInPlaceSets);
+        stats_.AddSigned(Counter::kLiveBytes,
+                         int64_t{size} - int64_t{old_size});
+        return SetResult{Error::kOk, version};
+      }
+      if (err != Error::kOk && err != Error::kKeyNotFound &&
+          err != Error::kAbandonedSet) {
+        return SetResult{err, 0};
+      }
+      continue;  // moved, evicted or busy: look again
+    }
+
+    Reservation r;
+    const Error reserve_err = Reserve(capacity, &r);
+    if (reserve_err != Error::kOk) return SetResult{reserve_err, 0};
+    stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
+    WriteEntry(pool_.EntryAt(r.page, r.offset), h, value, capacity);
+    const KeyMeta fresh{version, expiry,   r.page,       r.offset,
+                        size,    capacity, r.generation, 0};
+
+    if (cur.has_value()) {
+      bool same = false;
+      KeyMeta before;
+      const Error err = arc_->UpdateInPlace(h, [&](KeyMeta& m) {
+        if (!SameEntry(m, *cur)) return;
+        same = true;
+        before = m;
+        m = fresh;
+      });
+      if (err == Error::kOk && same) {
+        pool_.Publish(r.page, capacity);
+        pool_.EndWrite(r.page);
+        pool_.Unpublish(before.page, before.capacity);
+        stats_.Add(Counter::kSets);
+        stats_.AddSigned(Counter::kLiveBytes,
+                         int64_t{size} - int64_t{before.size});
+        return SetResult{Error::kOk, version};
+      }
+      pool_.EndWrite(r.page);  // nothing points at the entry: dead bytes
+      if (err != Error::kOk && err != Error::kKeyNotFound &&
+          err != Error::kAbandonedSet) {
+        return SetResult{err, 0};
+      }
+      continue;
+    }
+
+    if (!config_.eviction_enabled &&
+        resident_keys_.fetch_add(1, std::memory_order_relaxed) >=
+            int64_t{config_.max_keys}) {
+      resident_keys_.fetch_sub(1, std::memory_order_relaxed);
+      pool_.EndWrite(r.page);
+      return SetResult{Error::kNoMemory, 0};
+    }
+    const CMapSetResult sr = arc_->Set(h, fresh);
+    if (sr.err == Error::kOk) {
+      // Only writers insert and they hold the key's lock, so the key was
+      // absent when Peek said so and Set inserted it.
+      assert(sr.inserted);
+      pool_.Publish(r.page, capacity);
+      pool_.EndWrite(r.page);
+      stats_.Add(Counter::kSets);
+      stats_.Add(Counter::kLiveKeys);
+      stats_.Add(Counter::kLiveBytes, size);
+      return SetResult{Error::kOk, version};
+    }
+    pool_.EndWrite(r.page);
+    if (!config_.eviction_enabled) {
+      resident_keys_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (sr.err == Error::kAbandonedSet) continue;
+    // kCacheFull: the table's slack makes it unreachable; report it as what
+    // it would mean to a client.
+    return SetResult{sr.err == Error::kCacheFull ? Error::kNoMemory : sr.err,
+                     0};
+  }
+}
+
+DeleteResult NodeShard::Delete(const HashPair& h) {
+  const uint64_t now = NowMs();
+  for (;;) {
+    KeyMeta erased;
+    const Error err = arc_->Erase(h, &erased);
+    if (err == Error::kAbandonedSet) continue;
+    if (err == Error::kKeyNotFound) return DeleteResult{Error::kOk, false};
+    if (err != Error::kOk) return DeleteResult{err, false};
+    AccountRemoved(erased);
+    stats_.Add(Counter::kDeletes);
+    return DeleteResult{Error::kOk, !erased.Expired(now)};
+  }
+}
+
+Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
+  const uint64_t now = NowMs();
+  const uint64_t expiry = ttl_ms == 0 ? 0 : now + ttl_ms;
+  if (expiry != 0 && !has_ttl_keys_.load(std::memory_order_relaxed)) {
+    has_ttl_keys_.store(true, std::memory_order_relaxed);
+  }
+  for (;;) {
+    bool live = false;
+    const Error err = arc_->UpdateInPlace(h, [&](KeyMeta& m) {
+      if (m.Expired(now)) return;
+      live = true;
+      m.expiry_ms = expiry;
+    });
+    if (err == Error::kAbandonedSet) continue;
+    if (err == Error::kKeyNotFound || (err == Error::kOk && !live)) {
+      return Error::kKeyNotFound;
+    }
+    if (err != Error::kOk) return err;
+    stats_.Add(Counter::kTouches);
+    return Error::kOk;
+  }
+}
+
+// ---- Accounting --------------------------------------------------------------
+
+void NodeShard::AccountRemoved(const KeyMeta& m) {
+  pool_.Unpublish(m.page, m.capacity);
+  stats_.AddSigned(Counter::kLiveKeys, -1);
+  stats_.AddSigned(Counter::kLiveBytes, -int64_t{m.size});
+  if (!config_.eviction_enabled) {
+    resident_keys_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void NodeShard::OnEvict(const HashPair&, const KeyMeta& m) {
+  AccountRemoved(m);
+  stats_.Add(tls_eviction_reason);
+}
+
+bool NodeShard::EraseAndAccount(const HashPair& h, Counter reason) {
+  for (int i = 0; i < kBusyRetries; ++i) {
+    KeyMeta erased;
+    const Error err = arc_->Erase(h, &erased);
+    if (err == Error::kAbandonedSet) continue;
+    if (err != Error::kOk) return false;
+    AccountRemoved(erased);
+    stats_.Add(reason);
+    return true;
+  }
+  return false;
+}
+
+// ---- Space -------------------------------------------------------------------
+
+Error NodeShard::Reserve(uint32_t capacity, Reservation* out) {
+  // Each round either finds space or reclaims a page (or the staging page);
+  // the bound only matters if other writers keep taking every page we free.
+  constexpr int kMaxRounds = 1024;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    ReserveSource source;
+    uint64_t tail_waste = 0;
+    if (pool_.ReserveOnCurrent(capacity, out, &source, &tail_waste)) {
+      if (tail_waste != 0) stats_.Add(Counter::kPaddingBytes, tail_waste);
+      return Error::kOk;
+    }
+    if (pool_.ReserveOnStaging(capacity, out)) {
+      stats_.Add(Counter::kStagingSets);
+      return Error::kOk;
+    }
+    const Error err = ReclaimForWriter(capacity);
+    if (err != Error::kOk) return err;
+  }
+  return Error::kNoMemory;
+}
+
+Error NodeShard::ReclaimForWriter(uint32_t capacity) {
+  absl::MutexLock l(&reclaim_mu_);
+  // Someone reclaimed while we waited for the mutex.
+  if (pool_.free_pages() > kRelocationReserve ||
+      pool_.staging_room() >= capacity) {
+    return Error::kOk;
+  }
+  const uint32_t recycled = pool_.RecycleDeadPages();
+  if (recycled > 0) {
+    stats_.Add(Counter::kPagesRecycled, recycled);
+    return Error::kOk;
+  }
+  // Compact without losing data if the sparsest page is worth it (an eighth
+  // of it dead: a drain moves its live bytes, so draining a full page would
+  // only churn) and fits where relocation can put it.
+  const uint64_t page = pool_.page_size();
+  if (DrainSparsest(std::min(page - page / 8,
+                             pool_.relocation_room() +
+                                 uint64_t{pool_.free_pages()} * page))) {
+    return Error::kOk;
+  }
+  if (!config_.eviction_enabled) return Error::kNoMemory;
+  // Whole-page eviction of the sparsest page: bounded work that always
+  // frees a page. It ignores ARC's order, which is why the worker tries to
+  // keep free pages in reserve so that writers rarely come here.
+  if (EvictSparsestPage()) return Error::kOk;
+  // Every candidate page has a write in flight; those finish without
+  // waiting for anything we hold, so trying again makes progress.
+  return Error::kOk;
+}
+
+bool NodeShard::DrainSparsest(uint64_t max_live_bytes) {
+  uint64_t live = 0;
+  const uint32_t page = pool_.SparsestSealedPage(&live);
+  if (page == kNoPage || live > max_live_bytes) return false;
+  uint64_t frozen;
+  if (!pool_.TryFreeze(page, &frozen)) return false;
+  return DrainFrozen(page, frozen);
+}
+
+bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
+  const uint32_t generation =
+      pool_.page(page).generation.load(std::memory_order_relaxed);
+  const uint64_t now = NowMs();
+  pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
+                                       const EntryHeader& header) {
+    const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+    if (!m.has_value() || !PointsAt(*m, page, offset, generation)) {
+      return true;  // dead entry
+    }
+    if (m->Expired(now) && ReclaimIfExpired(header.hash, page, offset,
+                                            generation, now)) {
+      return true;
+    }
+    const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(m->size));
+    Reservation r;
+    if (!pool_.ReserveForRelocation(capacity, &r)) return false;  // no room
+    bool moved = false;
+    KeyMeta before;
+    for (int i = 0; i < kBusyRetries && !moved; ++i) {
+      const Error err = arc_->UpdateInPlaceWithoutHit(
+          header.hash, [&](KeyMeta& cur) {
+            if (!PointsAt(cur, page, offset, generation) ||
+                EntryFootprint(cur.size) > capacity) {
+              return;
+            }
+            CopyEntry(pool_.EntryAt(page, offset),
+                      pool_.EntryAt(r.page, r.offset), header.hash, cur.size,
+                      capacity);
+            before = cur;
+            cur.page = r.page;
+            cur.offset = r.offset;
+            cur.generation = r.generation;
+            cur.capacity = capacity;
+            moved = true;
+          });
+      if (err != Error::kAbandonedSet) break;
+    }
+    if (moved) {
+      pool_.Publish(r.page, capacity);
+      pool_.EndWrite(r.page);
+      pool_.Unpublish(page, before.capacity);
+      stats_.Add(Counter::kRelocations);
+      // Alignment padding of the new copy (the old entry's goes dead).
+      stats_.Add(Counter::kPaddingBytes,
+                 capacity - kEntryHeaderBytes - before.size);
+    } else {
+      // Evicted, overwritten elsewhere, grown in place or busy: the copy is
+      // dead; keep the reservation walkable.
+      WriteDeadEntry(pool_.EntryAt(r.page, r.offset), header.hash, capacity);
+      pool_.EndWrite(r.page);
+    }
+    return true;
+  });
+  const bool recycled = pool_.FinishFreeze(page, frozen);
+  if (recycled) {
+    stats_.Add(Counter::kPagesDrained);
+    stats_.Add(Counter::kPagesRecycled);
+  }
+  return recycled;
+}
+
+bool NodeShard::ReclaimIfExpired(const HashPair& h, uint32_t page,
+                                 uint32_t offset, uint32_t generation,
+                                 uint64_t now) {
+  // Try-lock only: the reclaim mutex holder must never wait for a key lock
+  // (a writer holding one may be waiting for the reclaim mutex). Holding it,
+  // no writer can give the key a fresh value between the check and the
+  // erase.
+  SpinLock& lock = config_.key_lock_for(config_.key_lock_context, h);
+  if (!lock.try_lock()) return false;
+  bool erased = false;
+  const std::optional<KeyMeta> m = arc_->Peek(h);
+  if (m.has_value() && PointsAt(*m, page, offset, generation) &&
+      m->Expired(now)) {
+    erased = EraseAndAccount(h, Counter::kTtlExpirations);
+  }
+  lock.unlock();
+  return erased;
+}
+
+bool NodeShard::EvictSparsestPage() {
+  uint64_t live = 0;
+  const uint32_t page = pool_.SparsestSealedPage(&live);
+  if (page == kNoPage) return false;
+  uint64_t frozen;
+  if (!pool_.TryFreeze(page, &frozen)) return false;
+  const uint32_t generation =
+      pool_.page(page).generation.load(std::memory_order_relaxed);
+  pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
+                                       const EntryHeader& header) {
+    const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+    if (m.has_value() && PointsAt(*m, page, offset, generation)) {
+      // No key lock: an eviction may take any key at any time. If a writer
+      // re-pointed the key meanwhile, that newer entry is what gets erased
+      // and accounted; the cache just loses it a little earlier.
+      EraseAndAccount(header.hash, Counter::kEvictionsCapacity);
+    }
+    return true;
+  });
+  const bool recycled = pool_.FinishFreeze(page, frozen);
+  if (recycled) {
+    stats_.Add(Counter::kPageEvictions);
+    stats_.Add(Counter::kPagesRecycled);
+  }
+  return recycled;
+}
+
+bool NodeShard::RelocateStaging() {
+  const uint32_t staging = pool_.staging_page();
+  const uint64_t state = pool_.page(staging).state.load(
+      std::memory_order_relaxed);
+  if (PageState::Used(state) == 0) return false;
+  const uint64_t live =
+      pool_.page(staging).live.load(std::memory_order_relaxed) &
+      0xffffffffull;
+  // Relocate only when everything fits without touching the relocation
+  // reserve: unlike a drain, emptying staging frees no page, so using the
+  // reserve here could leave a full cache with no room to compact in.
+  const uint32_t free = pool_.free_pages();
+  const uint64_t spare_pages = free > kRelocationReserve
+                                   ? free - kRelocationReserve
+                                   : 0;
+  if (live > pool_.relocation_room() + spare_pages * pool_.page_size()) {
+    return false;
+  }
+  pool_.SealStaging();
+  uint64_t frozen;
+  if (!pool_.TryFreeze(staging, &frozen)) {
+    pool_.ReopenStaging();  // writes in flight; next pass
+    return false;
+  }
+  const bool recycled = DrainFrozen(staging, frozen);  // reopens if emptied
+  if (!recycled) pool_.ReopenStaging();
+  return recycled;
+}
+
+void NodeShard::RefillReserve() {
+  // Free pages to keep for bursts: 1/16 of the pool, at least the
+  // relocation reserve plus one.
+  const uint32_t target =
+      std::max<uint32_t>(kRelocationReserve + 1, config_.page_count / 16);
+  // Bounded work per pass, so that writers waiting for the mutex wait
+  // little.
+  constexpr int kMaxSteps = 32;
+  constexpr int kEvictBatch = 64;
+  const uint64_t sparse_enough = uint64_t{pool_.page_size()} * 3 / 4;
+  for (int step = 0; step < kMaxSteps && pool_.free_pages() < target;
+       ++step) {
+    const uint32_t recycled = pool_.RecycleDeadPages();
+    if (recycled > 0) {
+      stats_.Add(Counter::kPagesRecycled, recycled);
+      continue;
+    }
+    // Report §2.10.4: drain a page once a quarter of it is dead.
+    if (DrainSparsest(std::min(
+            sparse_enough,
+            pool_.relocation_room() +
+                uint64_t{pool_.free_pages()} * pool_.page_size()))) {
+      continue;
+    }
+    if (!config_.eviction_enabled) return;
+    // No page is sparse enough: let ARC pick victims (§2.10.1 ForceEvictOne)
+    // so that the next drain has dead bytes to reclaim.
+    EvictionReason reason(Counter::kEvictionsCapacity);
+    for (int i = 0; i < kEvictBatch; ++i) {
+      const ForcedEviction<KeyMeta> e = arc_->ForceEvictOne();
+      if (e.err == Error::kKeyNotFound) return;  // nothing left to evict
+    }
+  }
+}
+
+void NodeShard::ReclaimExpired() {
+  if (!has_ttl_keys_.load(std::memory_order_relaxed)) return;
+  // One sealed page per pass, round robin: expired keys are already
+  // invisible to Get, so this only returns their bytes, and can be slow.
+  for (uint32_t tries = 0; tries < config_.page_count; ++tries) {
+    const uint32_t page = ttl_cursor_;
+    ttl_cursor_ = (ttl_cursor_ + 1) % config_.page_count;
+    uint64_t frozen;
+    if (!pool_.TryFreeze(page, &frozen)) continue;
+    const uint32_t generation =
+        pool_.page(page).generation.load(std::memory_order_relaxed);
+    const uint64_t now = NowMs();
+    pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
+                                         const EntryHeader& header) {
+      const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+      if (m.has_value() && PointsAt(*m, page, offset, generation) &&
+          m->Expired(now)) {
+        ReclaimIfExpired(header.hash, page, offset, generation, now);
+      }
+      return true;
+    });
+    if (pool_.FinishFreeze(page, frozen)) {
+      stats_.Add(Counter::kPagesRecycled);
+    }
+    return;
+  }
+}
+
+void NodeShard::Maintain() {
+  // Idle promotions are applied here so that a read-only period does not
+  // leave ARC's order stale (§2.8.2).
+  arc_->DrainPromotions();
+  absl::MutexLock l(&reclaim_mu_);
+  const uint32_t recycled = pool_.RecycleDeadPages();
+  if (recycled > 0) stats_.Add(Counter::kPagesRecycled, recycled);
+  RelocateStaging();
+  RefillReserve();
+  ReclaimExpired();
+}
+
+// ---- Introspection -----------------------------------------------------------
+
+NodeStatsSnapshot NodeShard::Snapshot() const {
+  NodeStatsSnapshot s;
+  s.node = config_.node;
+  s.hits_local = stats_.Sum(Counter::kHitsLocal);
+  s.hits_remote = stats_.Sum(Counter::kHitsRemote);
+  s.misses = stats_.Sum(Counter::kMisses);
+  s.sets = stats_.Sum(Counter::kSets);
+  s.in_place_sets = stats_.Sum(Counter::kInPlaceSets);
+  s.staging_sets = stats_.Sum(Counter::kStagingSets);
+  s.deletes = stats_.Sum(Counter::kDeletes);
+  s.touches = stats_.Sum(Counter::kTouches);
+  s.ttl_expirations = stats_.Sum(Counter::kTtlExpirations);
+  s.evictions_capacity = stats_.Sum(Counter::kEvictionsCapacity);
+  s.evictions_keys = stats_.Sum(Counter::kEvictionsKeys);
+  s.page_evictions = stats_.Sum(Counter::kPageEvictions);
+  // Deltas summed over shards; a snapshot taken mid-update can be a few
+  // counts off in either direction, never negative in the output.
+  s.live_keys = static_cast<uint64_t>(
+      std::max<int64_t>(0, static_cast<int64_t>(stats_.Sum(Counter::kLiveKeys))));
+  s.live_bytes = static_cast<uint64_t>(std::max<int64_t>(
+      0, static_cast<int64_t>(stats_.Sum(Counter::kLiveBytes))));
+  const PoolCensus census = pool_.Census();
+  s.dead_bytes = census.used_bytes > census.live_bytes
+                     ? census.used_bytes - census.live_bytes
+                     : 0;
+  s.memory_limit_bytes = page_bytes();
+  s.pages_hot = census.pages_hot;
+  s.pages_cold = census.pages_cold;
+  s.pages_empty = census.pages_empty;
+  s.pages_freeze = census.pages_freeze;
+  s.pages_staging = census.pages_staging;
+  s.staging_used_bytes = census.staging_used_bytes;
+  s.padding_bytes = stats_.Sum(Counter::kPaddingBytes);
+  s.relocations = stats_.Sum(Counter::kRelocations);
+  s.pages_drained = stats_.Sum(Counter::kPagesDrained);
+  s.pages_recycled = stats_.Sum(Counter::kPagesRecycled);
+  s.promote_drops = arc_->stats().promotions_dropped;
+  return s;
+}
+
+}  // namespace furrball_internal
+}  // namespace furrballs

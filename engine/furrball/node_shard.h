@@ -1,0 +1,272 @@
+// engine/furrball/node_shard.h: NodeShard, one NUMA node's part of a FurrBall
+// (the report's PerNodeDetails, §2.2, §2.5, §2.8.5, §2.10): a ConcurrentARC
+// of KeyMeta over a CMap, a PagePool, key write locks, a version counter and
+// sharded statistics, all allocated on the node.
+//
+// Thread safety: thread-safe. Get may run on any thread with no lock. Set,
+// Delete and Touch require the key's write lock (KeyLockFor), which the
+// FurrBall takes; at most one key lock is held by a thread at a time.
+// Maintain() runs on the node's NodeJob worker.
+//
+// ---------------------------------------------------------------------------
+// Who changes a key's KeyMeta, and how
+//
+//   writer    Set/Delete/Touch, holding the key's write lock. Reads the
+//             KeyMeta, decides (if-absent, compare-and-set), then changes it
+//             with one CMap operation: UpdateInPlace (overwrite, touch),
+//             ConcurrentARC::Set (insert) or Erase (delete).
+//   mover     relocation (staging relocation, page drain), holding the
+//             reclaim mutex but no key lock: UpdateInPlace that only changes
+//             the location, and only if the KeyMeta still points at the
+//             entry being moved; the bytes are copied inside the callback,
+//             so no writer can change them mid-copy (§2.9.3 "memcpy inside
+//             UpdateInPlace").
+//   evictor   ARC capacity eviction (inside ConcurrentARC::Set, under its
+//             SpinLock), ForceEvictOne, whole-page eviction and TTL
+//             reclamation: erase the slot. Erasing needs no key lock: an
+//             eviction may remove any key at any time.
+//
+// Because only a writer inserts, and writers of one key are serialized by
+// its lock, a writer that saw "absent" can insert without racing another
+// insert, and every KeyMeta that leaves a slot (overwritten, moved, erased)
+// is seen by exactly one actor, who then unpublishes the old entry from its
+// page (PagePool::Unpublish). That keeps the per-page live/dead accounting
+// exact, which page recycling depends on.
+//
+// Lock order: key lock -> reclaim mutex -> (ARC SpinLock | CMap slot seq).
+// The reclaim mutex holder never waits for a key lock (TTL reclamation only
+// try-locks), and nobody blocks while holding a slot seq or the ARC lock.
+//
+// ---------------------------------------------------------------------------
+// The Get protocol (seqlock read across CMap and page)
+//
+//   1. m1 = ConcurrentARC::Find(h)    validated copy of the KeyMeta (and a
+//                                     PromoteBuf promotion)
+//   2. copy m1.size bytes from page m1.page at m1.offset (acquire loads)
+//   3. m2 = CMap::Find(h)             validated copy again
+//   4. m1 == m2 ? return the bytes : retry (after kOptimisticReads attempts,
+//                                     retry under the key lock)
+//
+// Why 4 proves the bytes are m1's. A KeyMeta names one immutable byte image:
+// every write takes a fresh version (never reused: the per-node counter only
+// grows), and a relocation moves the key to a new (page, generation, offset)
+// (a page's offsets are handed out once per generation). So if anything
+// overwrote the bytes we copied, it was (a) an in-place overwrite of this key,
+// which changed the version, or (b) a write to the page after it was
+// recycled, which required this key's KeyMeta to leave the page first. Every
+// page store is a release and every page load an acquire (entry.h): when step
+// 2 reads a byte stored by (a) or (b), the store's writer had already changed
+// the slot (a: under its seqlock; b: the KeyMeta change happens before the
+// recycle via Unpublish/FinishFreeze, which happens before the new writer's
+// bump), so step 3, ordered after step 2's acquire load, sees a KeyMeta
+// different from m1. Entries never leave the mapped block, so a stale read is
+// in bounds. The KeyMeta includes the page generation because a key can be
+// relocated back to the very same page and offset after a recycle.
+//
+// A writer pair (in-place overwrite, relocation) writes bytes inside the
+// CMap's UpdateInPlace callback, i.e. between the slot's seq odd and even, so
+// a reader's step 3 cannot return the old KeyMeta once it saw new bytes.
+//
+// ---------------------------------------------------------------------------
+// Space (report §2.10): a Set reserves on the current page, then on a fresh
+// page, then on the staging page. When all are full it reclaims in line
+// (recycle dead pages, drain the sparsest page into the relocation page,
+// else evict the sparsest page's keys: bounded work, always progress when
+// eviction is enabled; kNoMemory otherwise). The worker keeps a reserve of
+// free pages so that the request path rarely gets there: it relocates the
+// staging page's entries, drains pages with a quarter or more dead bytes,
+// asks ARC for victims (ForceEvictOne) when no page is sparse enough, and
+// reclaims expired keys.
+#ifndef FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_H_
+#define FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <memory_resource>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <absl/base/thread_annotations.h>
+#include <absl/status/statusor.h>
+#include <absl/synchronization/mutex.h>
+
+#include "engine/arc/concurrent_arc.h"
+#include "engine/common/error.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/raw_allocator.h"
+#include "engine/common/spin_lock.h"
+#include "engine/furrball/clock.h"
+#include "engine/furrball/furrball.h"
+#include "engine/furrball/key_meta.h"
+#include "engine/furrball/node_stats.h"
+#include "engine/furrball/page_pool.h"
+#include "engine/furrball/stats.h"
+#include "engine/numatic/numatic.h"
+
+namespace furrballs {
+namespace furrball_internal {
+
+// A key write lock on its own cache line, so that two writers of different
+// keys never bounce a line between them.
+struct alignas(kCacheLineSize) KeyLock {
+  SpinLock lock;
+};
+
+struct ShardConfig {
+  int node = 0;          // node id (Numatic)
+  int node_index = 0;    // 0..node_count-1
+  uint32_t page_count = 0;
+  uint32_t page_size = 0;
+  uint32_t max_keys = 0;
+  bool eviction_enabled = true;
+  const Clock* clock = nullptr;
+  // The write lock of any key, which may live on another node's shard (its
+  // lock home); TTL reclamation try-locks it.
+  SpinLock& (*key_lock_for)(void* context, const HashPair& h) = nullptr;
+  void* key_lock_context = nullptr;
+};
+
+class NodeShard {
+ public:
+  // Allocates the page block and every structure on `config.node`.
+  // Call it on a thread pinned to the node (the node's NodeJob), so that
+  // first-touch placement agrees with the binding on simulated topologies.
+  static absl::StatusOr<std::unique_ptr<NodeShard, void (*)(NodeShard*)>>
+  Create(const ShardConfig& config, const Numatic* numatic);
+
+  // The deleter of the pointer Create returns: destroys the shard and
+  // returns its memory to the node's resource.
+  static void Destroy(NodeShard* shard);
+
+  NodeShard(const NodeShard&) = delete;
+  NodeShard& operator=(const NodeShard&) = delete;
+
+  int node() const { return config_.node; }
+  int node_index() const { return config_.node_index; }
+
+  // The write lock of a key whose lock home is this node.
+  SpinLock& KeyLockFor(const HashPair& h) {
+    return key_locks_[h.h2 & (kKeyLocks - 1)].lock;
+  }
+
+  // ---- Request path ------------------------------------------------------
+
+  // Copies the value of a live key into *value. `requester` is the calling
+  // thread's node (for hit locality). `key_lock` is taken only if the
+  // optimistic reads keep losing to writers.
+  GetResult Get(const HashPair& h, std::string* value, int requester,
+                SpinLock& key_lock);
+  // Whether the shard holds the key (live or expired); for search routing.
+  bool Holds(const HashPair& h) const;
+
+  // REQUIRES: the key's write lock is held.
+  SetResult Set(const HashPair& h, std::string_view value,
+                const WriteOptions& options);
+  DeleteResult Delete(const HashPair& h);
+  Error Touch(const HashPair& h, uint64_t ttl_ms);
+
+  // Counts a miss of a search that found the key on no node.
+  void CountMiss() { stats_.Add(Counter::kMisses); }
+
+  // ---- Maintenance (the node's worker) -----------------------------------
+
+  // One maintenance pass: PromoteBuf drain, recycling, staging relocation,
+  // reserve refill (drain/evict), TTL reclamation. Bounded work.
+  void Maintain();
+
+  // ---- Introspection -----------------------------------------------------
+
+  NodeStatsSnapshot Snapshot() const;
+  uint64_t page_bytes() const {
+    return uint64_t{config_.page_count} * config_.page_size;
+  }
+  const PagePool& pool() const { return pool_; }
+
+ private:
+  using Arc = ConcurrentARC<KeyMeta>;
+  static constexpr size_t kKeyLocks = 1024;
+  static_assert((kKeyLocks & (kKeyLocks - 1)) == 0, "mask indexing");
+  // Optimistic Get attempts before falling back to the key lock.
+  static constexpr int kOptimisticReads = 8;
+
+  // Builds everything but the ARC, which needs the shard's address for its
+  // eviction callback; Create adds it.
+  NodeShard(const ShardConfig& config, const Numatic* numatic,
+            NumaNodeMemoryResource* resource, NumaBlock block);
+  ~NodeShard();
+
+  uint64_t NowMs() const { return config_.clock->NowMs(); }
+  // A fresh version; `superseded` earlier ones are consumed just before it.
+  uint64_t NextVersion(uint32_t superseded) {
+    return next_version_.value.fetch_add(1 + uint64_t{superseded},
+                                         std::memory_order_relaxed) +
+           superseded;
+  }
+
+  // Finds `capacity` bytes for a write, reclaiming in line if it must.
+  Error Reserve(uint32_t capacity, Reservation* out);
+  // One in-line reclaim step for a writer that found no room for
+  // `capacity` bytes; kOk if it should look again, kNoMemory if nothing can
+  // be reclaimed without evicting and eviction is disabled.
+  Error ReclaimForWriter(uint32_t capacity);
+
+  // REQUIRES: reclaim_mu_ held.
+  // Moves the live entries of frozen page `page` to the relocation page.
+  // True if the page was emptied and recycled.
+  bool DrainFrozen(uint32_t page, uint64_t frozen_state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  bool DrainSparsest(uint64_t max_live_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  bool RelocateStaging() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  bool EvictSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  void RefillReserve() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  void ReclaimExpired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // Erases the expired entry at (page, offset, generation) if its key lock
+  // is free and it is still that entry and expired. True if erased.
+  bool ReclaimIfExpired(const HashPair& h, uint32_t page, uint32_t offset,
+                        uint32_t generation, uint64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+
+  // Erases `h` (any thread, no key lock needed) and accounts the erased
+  // entry under `reason`. True if a KeyMeta was erased.
+  bool EraseAndAccount(const HashPair& h, Counter reason);
+  // Accounts an entry whose KeyMeta just left its slot.
+  void AccountRemoved(const KeyMeta& m);
+
+  // ConcurrentARC's eviction callback (runs under the ARC SpinLock).
+  void OnEvict(const HashPair& h, const KeyMeta& m);
+
+  const ShardConfig config_;
+  const Numatic* const numatic_;
+  NumaNodeMemoryResource* const resource_;
+  const NumaBlock block_;
+  std::unique_ptr<Arc> arc_;  // set by Create, then immutable
+  PagePool pool_;
+  NodeStats stats_;
+  std::pmr::vector<KeyLock> key_locks_;
+
+  struct alignas(kCacheLineSize) VersionCounter {
+    std::atomic<uint64_t> value;
+  };
+  // Node i issues versions from i * 2^58 + 1 up, so versions are unique
+  // across nodes too: a key that moves (search routings) never meets a
+  // version it had before. 2^58 versions last 900 years at 10^7 writes/s.
+  VersionCounter next_version_;
+
+  // Serializes reclaimers: the worker's maintenance and writers that ran
+  // out of space.
+  absl::Mutex reclaim_mu_;
+  // TTL reclamation cursor and whether any TTL was ever set on this node.
+  uint32_t ttl_cursor_ ABSL_GUARDED_BY(reclaim_mu_) = 0;
+  std::atomic<bool> has_ttl_keys_{false};
+  // Eviction disabled: keys are admitted while resident keys < max_keys.
+  std::atomic<int64_t> resident_keys_{0};
+};
+
+}  // namespace furrball_internal
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_H_
