@@ -1,0 +1,233 @@
+// NodeShard driven directly, with maintenance passes run by the test (no
+// worker), so that staging relocation, page drain, page eviction, reserve
+// refill and TTL reclamation are each shown deterministically.
+#include "engine/furrball/node_shard.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/furrball/clock.h"
+#include "engine/furrball/entry.h"
+#include "engine/numatic/numatic.h"
+
+namespace furrballs {
+namespace furrball_internal {
+namespace {
+
+constexpr uint32_t kPageSize = 64 << 10;
+
+class NodeShardTest : public ::testing::Test {
+ protected:
+  void Open(uint32_t pages, bool eviction = true, uint32_t max_keys = 100000) {
+    NumaticOptions o;
+    o.simulate_nodes = 1;
+    absl::StatusOr<std::unique_ptr<Numatic>> n = Numatic::Create(o);
+    ASSERT_TRUE(n.ok()) << n.status();
+    numatic_ = std::move(*n);
+    ShardConfig c;
+    c.node = 0;
+    c.page_count = pages;
+    c.page_size = kPageSize;
+    c.max_keys = max_keys;
+    c.eviction_enabled = eviction;
+    c.clock = &clock_;
+    c.key_lock_for = [](void* self, const HashPair& h) -> SpinLock& {
+      return static_cast<NodeShardTest*>(self)->LockFor(h);
+    };
+    c.key_lock_context = this;
+    auto shard = NodeShard::Create(c, numatic_.get());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    shard_ = std::move(*shard);
+  }
+
+  SpinLock& LockFor(const HashPair& h) { return shard_->KeyLockFor(h); }
+
+  HashPair Key(int i) { return hasher_.Hash("key" + std::to_string(i)); }
+
+  SetResult Set(int i, std::string_view value, WriteOptions o = {}) {
+    const HashPair h = Key(i);
+    SpinLockHolder l(LockFor(h));
+    return shard_->Set(h, value, o);
+  }
+  DeleteResult Delete(int i) {
+    const HashPair h = Key(i);
+    SpinLockHolder l(LockFor(h));
+    return shard_->Delete(h);
+  }
+  GetResult Get(int i, std::string* v) {
+    const HashPair h = Key(i);
+    return shard_->Get(h, v, 0, LockFor(h));
+  }
+
+  // A value that names its key, so a relocated or evicted-and-reused entry
+  // can never pass for another key's.
+  static std::string ValueFor(int i, size_t size) {
+    std::string v = "value-of-" + std::to_string(i) + ":";
+    while (v.size() < size) v += char('a' + (v.size() + i) % 26);
+    v.resize(size);
+    return v;
+  }
+
+  ManualClock clock_;
+  KeyHasher hasher_;
+  std::unique_ptr<Numatic> numatic_;
+  std::unique_ptr<NodeShard, void (*)(NodeShard*)> shard_{nullptr,
+                                                          &NodeShard::Destroy};
+};
+
+TEST_F(NodeShardTest, OverflowGoesToStagingAndIsRelocatedInTheBackground) {
+  Open(/*pages=*/16);
+  // ~15 entries per page; pages 1..13 are free, one of them the reserve.
+  const size_t kValue = 4000;
+  int n = 0;
+  while (shard_->Snapshot().staging_sets == 0) {
+    ASSERT_EQ(Set(n, ValueFor(n, kValue)).error, Error::kOk);
+    ++n;
+    ASSERT_LT(n, 1000);
+  }
+  // Some overwrites leave dead bytes for the drain to reclaim.
+  for (int i = 0; i < n; i += 2) Delete(i);
+  const NodeStatsSnapshot before = shard_->Snapshot();
+  EXPECT_GT(before.staging_used_bytes, 0u);
+  for (int pass = 0; pass < 4; ++pass) shard_->Maintain();
+  const NodeStatsSnapshot after = shard_->Snapshot();
+  EXPECT_EQ(after.staging_used_bytes, 0u) << "staging emptied (§2.10.3)";
+  EXPECT_GT(after.relocations, 0u);
+  EXPECT_GT(after.pages_drained, 0u);
+  EXPECT_GT(after.pages_cold, 0u) << "survivors moved to COLD pages";
+  std::string v;
+  for (int i = 1; i < n; i += 2) {
+    ASSERT_TRUE(Get(i, &v).found) << i;
+    ASSERT_EQ(v, ValueFor(i, kValue)) << i;
+  }
+  for (int i = 0; i < n; i += 2) EXPECT_FALSE(Get(i, &v).found) << i;
+}
+
+TEST_F(NodeShardTest, DrainCompactsSparsePagesAndKeepsVersionsAndTtls) {
+  Open(/*pages=*/32, /*eviction=*/false);
+  const size_t kValue = 2000;
+  std::vector<SetResult> written;
+  WriteOptions ttl;
+  ttl.ttl_ms = 1'000'000;
+  // Fill until no page is free (drains run when free pages are short).
+  while (shard_->Snapshot().staging_sets == 0) {
+    const int i = static_cast<int>(written.size());
+    written.push_back(Set(i, ValueFor(i, kValue), ttl));
+    ASSERT_EQ(written.back().error, Error::kOk);
+  }
+  const int n = static_cast<int>(written.size());
+  // Keep one key in four: every full page becomes 3/4 dead.
+  for (int i = 0; i < n; ++i) {
+    if (i % 4 != 0) {
+      ASSERT_TRUE(Delete(i).deleted);
+    }
+  }
+  const uint32_t free_before = shard_->pool().free_pages();
+  for (int pass = 0; pass < 4; ++pass) shard_->Maintain();
+  const NodeStatsSnapshot s = shard_->Snapshot();
+  EXPECT_GT(s.pages_drained, 0u);
+  EXPECT_GT(shard_->pool().free_pages(), free_before);
+  EXPECT_EQ(s.live_keys, static_cast<uint64_t>((n + 3) / 4));
+  EXPECT_EQ(s.evictions_capacity + s.evictions_keys, 0u);
+  std::string v;
+  for (int i = 0; i < n; i += 4) {
+    const GetResult g = Get(i, &v);
+    ASSERT_TRUE(g.found) << i;
+    EXPECT_EQ(v, ValueFor(i, kValue));
+    EXPECT_EQ(g.version, written[i].version) << "relocation is not a write";
+    EXPECT_EQ(g.ttl_remaining_ms, 1'000'000u);
+  }
+}
+
+TEST_F(NodeShardTest, MaintenanceRefillsTheReserveByArcEviction) {
+  Open(/*pages=*/32);
+  const size_t kValue = 3000;
+  int n = 0;
+  // Fill until writes overflow into staging: no free page is left.
+  while (shard_->Snapshot().staging_sets == 0) {
+    ASSERT_EQ(Set(n, ValueFor(n, kValue)).error, Error::kOk);
+    ++n;
+  }
+  EXPECT_LE(shard_->pool().free_pages(), kRelocationReserve);
+  for (int pass = 0; pass < 8; ++pass) shard_->Maintain();
+  const NodeStatsSnapshot s = shard_->Snapshot();
+  EXPECT_GT(s.evictions_capacity, 0u) << "ARC chose victims (ForceEvictOne)";
+  EXPECT_EQ(s.page_evictions, 0u) << "no writer had to evict a whole page";
+  EXPECT_GE(shard_->pool().free_pages(), 2u);
+  // Whatever survived is intact.
+  std::string v;
+  int hits = 0;
+  for (int i = 0; i < n; ++i) {
+    if (Get(i, &v).found) {
+      ++hits;
+      ASSERT_EQ(v, ValueFor(i, kValue));
+    }
+  }
+  EXPECT_EQ(static_cast<uint64_t>(hits), s.live_keys);
+}
+
+TEST_F(NodeShardTest, WriterWithNoRoomEvictsAWholePageAndNeverFails) {
+  Open(/*pages=*/8);
+  const size_t kValue = 5000;
+  // No maintenance at all: every page the writer needs, it reclaims itself.
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_EQ(Set(i, ValueFor(i, kValue)).error, Error::kOk) << i;
+  }
+  const NodeStatsSnapshot s = shard_->Snapshot();
+  EXPECT_GT(s.page_evictions, 0u);
+  EXPECT_GT(s.pages_recycled, 0u);
+  EXPECT_LE(s.live_bytes + s.dead_bytes, s.memory_limit_bytes);
+  std::string v;
+  for (int i = 0; i < 2000; ++i) {
+    if (Get(i, &v).found) {
+      ASSERT_EQ(v, ValueFor(i, kValue)) << i;
+    }
+  }
+  ASSERT_TRUE(Get(1999, &v).found) << "the last write is never the victim";
+}
+
+TEST_F(NodeShardTest, ExpiredKeysAreReclaimedInTheBackground) {
+  Open(/*pages=*/16);
+  WriteOptions ttl;
+  ttl.ttl_ms = 100;
+  const size_t kValue = 3000;
+  // Enough to fill and seal several pages (the walk skips open pages).
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(Set(i, ValueFor(i, kValue), ttl).error, Error::kOk);
+  }
+  ASSERT_EQ(Set(1000, "no ttl").error, Error::kOk);
+  for (int pass = 0; pass < 16; ++pass) shard_->Maintain();
+  EXPECT_EQ(shard_->Snapshot().ttl_expirations, 0u) << "nothing expired yet";
+  clock_.AdvanceMs(100);
+  for (int pass = 0; pass < 16; ++pass) shard_->Maintain();
+  const NodeStatsSnapshot s = shard_->Snapshot();
+  EXPECT_GT(s.ttl_expirations, 50u);
+  EXPECT_GT(s.pages_recycled, 0u) << "pages of expired keys are reused";
+  std::string v;
+  EXPECT_TRUE(Get(1000, &v).found);
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(Get(i, &v).found);
+}
+
+TEST_F(NodeShardTest, OverwriteThatFitsIsInPlace) {
+  Open(/*pages=*/8);
+  ASSERT_EQ(Set(1, std::string(100, 'a')).error, Error::kOk);
+  const uint64_t dead = shard_->Snapshot().dead_bytes;
+  ASSERT_EQ(Set(1, std::string(90, 'b')).error, Error::kOk);
+  NodeStatsSnapshot s = shard_->Snapshot();
+  EXPECT_EQ(s.in_place_sets, 1u);
+  EXPECT_EQ(s.dead_bytes, dead) << "an in-place overwrite frees nothing";
+  ASSERT_EQ(Set(1, std::string(200, 'c')).error, Error::kOk);
+  s = shard_->Snapshot();
+  EXPECT_EQ(s.in_place_sets, 1u);
+  EXPECT_EQ(s.dead_bytes, dead + EntryFootprint(100));
+  std::string v;
+  ASSERT_TRUE(Get(1, &v).found);
+  EXPECT_EQ(v, std::string(200, 'c'));
+}
+
+}  // namespace
+}  // namespace furrball_internal
+}  // namespace furrballs
