@@ -258,7 +258,7 @@ TEST_F(ClusterClientTest, DeadMemberCostsOnlyItsKeysAndMembershipMovesFewKeys) {
   EXPECT_EQ(joined.misses, kKeys - expected_hits);
 }
 
-TEST_F(ClusterClientTest, DownMarkFailsFastAndClearsOnRecovery) {
+TEST_F(ClusterClientTest, DownMarkFailsFastAndSparesOtherKeys) {
   // A member that answers UNAVAILABLE is skipped for down_interval.
   ClusterOptions o = TestClusterOptions();
   o.down_interval = milliseconds(60000);

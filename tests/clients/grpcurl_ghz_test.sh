@@ -46,9 +46,6 @@ grep -q '"found": true' <<<"$OUT" && pass "Get finds the key" || fail "Get finds
 grep -q '"value": "aGVsbG8gZ3JwY3VybA=="' <<<"$OUT" && pass "Get returns the value" || fail "Get returns the value" "$OUT"
 expect "grpcurl Get of an empty key fails (exit 64+3)" 67 gc -d '{"key":""}' "$addr" furrballs.v1.Cache/Get
 grep -q "InvalidArgument" <<<"$ERR" && pass "empty key is InvalidArgument" || fail "empty key is InvalidArgument" "$ERR"
-expect "grpcurl health check" 0 gc -d '{"service":""}' "$addr" grpc.health.v1.Health/Check
-grep -q '"status": "SERVING"' <<<"$OUT" && pass "health is SERVING" || fail "health is SERVING" "$OUT"
-
 expect "ghz run" 0 "$ghz" --insecure --call furrballs.v1.Cache/Get \
   -d '{"key":"c21va2U="}' --total 300 --concurrency 4 --timeout 10s \
   --format json "$addr"
