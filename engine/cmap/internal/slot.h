@@ -1,0 +1,252 @@
+// engine/cmap/internal/slot.h: CMap's slot layouts, chosen at compile time by
+// sizeof(Value) (report §2.7.2, §3.10), and the seqlock primitives that guard
+// a slot (§2.7.5, §3.11).
+//
+// Thread safety: SlotArray is initialised by one thread before the map is
+// shared, then only handed out as SlotRefs whose every field is a
+// std::atomic. The seqlock functions are the protocol documented in cmap.h;
+// they are safe to call concurrently from any thread.
+//
+// A slot has three parts, all of them 8-byte atomic words:
+//
+//   seq          even = stable, odd = a writer is inside (uint64_t; cmap.h
+//                explains why wider than the report's uint8_t)
+//   fingerprint  the key's full 64-bit H2
+//   value        ceil(sizeof(Value) / 8) words holding the Value's bytes
+//
+// Layouts:
+//
+//   inline (16 + sizeof(Value) <= 64): [seq | fingerprint | value] in one
+//     cache line per slot.
+//   split (larger values): [seq | fingerprint | unused] in one cache line per
+//     slot, followed by a separate array of values packed at an 8-byte
+//     stride (no padding to cache lines), in the same allocation.
+//
+// Either way a slot's seq owns its cache line, so writers of neighbouring
+// slots never invalidate each other's seq (report §2.7.1).
+//
+// The value is stored as words rather than as a Value so that readers can
+// copy it with relaxed atomic loads while a writer may be storing it: with a
+// plain memcpy that overlap would be a data race, which is undefined
+// behaviour even though the seqlock discards the torn copy afterwards
+// (H. Boehm, "Can Seqlocks Get Along with Programming Language Memory
+// Models?", MSPC 2012). Word copies compile to plain moves on x86-64.
+#ifndef FURRBALLS_ENGINE_CMAP_INTERNAL_SLOT_H_
+#define FURRBALLS_ENGINE_CMAP_INTERNAL_SLOT_H_
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <thread>
+#include <type_traits>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
+#endif
+
+#include "engine/common/raw_allocator.h"
+
+namespace furrballs::cmap_internal {
+
+using Word = std::atomic<uint64_t>;
+static_assert(Word::is_always_lock_free && sizeof(Word) == 8,
+              "slots are copied as lock-free 8-byte atomic words");
+
+inline constexpr size_t kSlotHeaderBytes = 2 * sizeof(Word);  // seq + fingerprint
+
+template <typename Value>
+inline constexpr size_t kValueWords = (sizeof(Value) + 7) / 8;
+
+template <typename Value>
+inline constexpr bool kInlineLayout =
+    kSlotHeaderBytes + sizeof(Value) <= kCacheLineSize;
+
+// One slot's fields, wherever the layout put them.
+struct SlotRef {
+  Word& seq;
+  Word& fingerprint;
+  Word* value;  // kValueWords<Value> words
+};
+
+template <typename Value, bool kInline = kInlineLayout<Value>>
+class SlotArray;
+
+template <typename Value>
+class SlotArray<Value, /*kInline=*/true> {
+ public:
+  static constexpr size_t BytesFor(size_t slots) { return slots * sizeof(Slot); }
+
+  // Constructs `slots` slots in `memory` (seq 0 = stable, everything zero).
+  // REQUIRES: `memory` is cache-line aligned and BytesFor(slots) long.
+  void Init(void* memory, size_t slots) {
+    slots_ = static_cast<Slot*>(memory);
+    for (size_t i = 0; i < slots; ++i) new (&slots_[i]) Slot{};
+  }
+
+  SlotRef operator[](size_t i) const {
+    Slot& s = slots_[i];
+    return SlotRef{s.seq, s.fingerprint, s.value};
+  }
+
+ private:
+  struct alignas(kCacheLineSize) Slot {
+    Word seq;
+    Word fingerprint;
+    Word value[kValueWords<Value>];
+  };
+  static_assert(sizeof(Slot) == kCacheLineSize,
+                "inline layout: a slot is exactly one cache line (report "
+                "§3.10: 16 bytes of header leave 48 for the value)");
+  static_assert(std::is_trivially_destructible_v<Slot>,
+                "slots are released without running destructors");
+
+  Slot* slots_ = nullptr;
+};
+
+template <typename Value>
+class SlotArray<Value, /*kInline=*/false> {
+ public:
+  static constexpr size_t BytesFor(size_t slots) {
+    return slots * sizeof(Slot) + slots * kValueWords<Value> * sizeof(Word);
+  }
+
+  // REQUIRES: `memory` is cache-line aligned and BytesFor(slots) long.
+  void Init(void* memory, size_t slots) {
+    slots_ = static_cast<Slot*>(memory);
+    values_ = reinterpret_cast<Word*>(static_cast<char*>(memory) +
+                                      slots * sizeof(Slot));
+    for (size_t i = 0; i < slots; ++i) new (&slots_[i]) Slot{};
+    for (size_t i = 0; i < slots * kValueWords<Value>; ++i) {
+      new (&values_[i]) Word(0);
+    }
+  }
+
+  SlotRef operator[](size_t i) const {
+    Slot& s = slots_[i];
+    return SlotRef{s.seq, s.fingerprint, values_ + i * kValueWords<Value>};
+  }
+
+ private:
+  struct alignas(kCacheLineSize) Slot {
+    Word seq;
+    Word fingerprint;
+  };
+  static_assert(sizeof(Slot) == kCacheLineSize,
+                "split layout: each slot's seq and fingerprint own a cache "
+                "line; the value lives in the packed array after the slots");
+  static_assert(sizeof(Slot) % alignof(Word) == 0,
+                "the value array that follows the slots must be word-aligned");
+
+  Slot* slots_ = nullptr;
+  Word* values_ = nullptr;
+};
+
+// Value <-> words. The caller's Value travels through a plain uint64_t buffer
+// so that the shared words are only ever touched by atomic loads and stores.
+
+template <typename Value>
+using WordBuffer = std::array<uint64_t, kValueWords<Value>>;
+
+template <typename Value>
+WordBuffer<Value> ToWords(const Value& v) {
+  WordBuffer<Value> buf;
+  buf.back() = 0;  // defined bytes past sizeof(Value)
+  std::memcpy(buf.data(), &v, sizeof(Value));
+  return buf;
+}
+
+template <typename Value>
+Value FromWords(const WordBuffer<Value>& buf) {
+  std::array<unsigned char, sizeof(Value)> bytes;
+  std::memcpy(bytes.data(), buf.data(), sizeof(Value));
+  return std::bit_cast<Value>(bytes);
+}
+
+template <typename Value>
+void LoadWords(const Word* src, WordBuffer<Value>& dst) {
+  for (size_t i = 0; i < dst.size(); ++i) {
+    dst[i] = src[i].load(std::memory_order_relaxed);
+  }
+}
+
+template <typename Value>
+void StoreWords(Word* dst, const WordBuffer<Value>& src) {
+  for (size_t i = 0; i < src.size(); ++i) {
+    dst[i].store(src[i], std::memory_order_relaxed);
+  }
+}
+
+// Fences. ThreadSanitizer does not model standalone fences, and GCC 12 warns
+// about each one (-Wtsan). That is harmless here: every access the fences
+// order is itself atomic, so there is nothing TSAN could report, and the
+// seqlock's correctness is checked by cmap_stress_test's self-validating
+// values instead. The warning is silenced for these three functions only.
+#if defined(__SANITIZE_THREAD__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+inline void AcquireFence() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
+inline void ReleaseFence() { __atomic_thread_fence(__ATOMIC_RELEASE); }
+inline void SeqCstFence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#if defined(__SANITIZE_THREAD__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// Writer entry, fail-fast: seq even -> odd, or false if another writer is
+// inside (odd) or got there first (CAS lost). No spinning (report §2.7.8).
+// On success `*stable` is the even value found, to be passed to Unlock.
+//
+// The CAS is `acquire` so that this writer sees everything the previous
+// writer stored before its release in Unlock. The release fence after it
+// keeps this writer's data stores from becoming visible before the odd seq:
+// a reader that observes one of them then also observes the odd seq on its
+// re-check (fence-to-fence synchronization with the reader's acquire fence).
+// A release CAS would not do: release orders what comes before it, not after.
+inline bool TryLock(Word& seq, uint64_t* stable) {
+  uint64_t s = seq.load(std::memory_order_relaxed);
+  if (s & 1) return false;
+  if (!seq.compare_exchange_strong(s, s + 1, std::memory_order_acquire,
+                                   std::memory_order_relaxed)) {
+    return false;
+  }
+  ReleaseFence();
+  *stable = s;
+  return true;
+}
+
+// Writer exit: odd -> the next even value. Release: publishes every store
+// made inside; pairs with readers' acquire loads of seq and with the next
+// writer's acquire CAS.
+inline void Unlock(Word& seq, uint64_t stable) {
+  seq.store(stable + 2, std::memory_order_release);
+}
+
+// What a reader does while a writer is inside the slot: pause briefly, then
+// give the CPU away, because on an oversubscribed machine the writer may be
+// descheduled and spinning would only delay it.
+class Backoff {
+ public:
+  void Wait() {
+    if (++spins_ <= kSpinsBeforeYield) {
+#if defined(__x86_64__) || defined(__i386__)
+      _mm_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+    } else {
+      std::this_thread::yield();
+    }
+  }
+
+ private:
+  static constexpr uint32_t kSpinsBeforeYield = 64;
+  uint32_t spins_ = 0;
+};
+
+}  // namespace furrballs::cmap_internal
+
+#endif  // FURRBALLS_ENGINE_CMAP_INTERNAL_SLOT_H_
