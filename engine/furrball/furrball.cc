@@ -9,7 +9,6 @@
 #include <vector>
 
 #include <absl/strings/str_cat.h>
-#include <absl/time/time.h>
 
 #include "engine/furrball/entry.h"
 #include "engine/furrball/node_job.h"
@@ -175,8 +174,7 @@ class FurrBallImpl final : public FurrBall {
       job_options.node = nodes_[i];
       job_options.pin = options_.pin_workers;
       job_options.queue_capacity = options_.job_queue_capacity;
-      job_options.maintenance_interval =
-          absl::FromChrono(options_.maintenance_interval);
+      job_options.maintenance_interval = options_.maintenance_interval;
       // §3.4/§3.5: every node builds its shard on its own pinned worker, in
       // parallel; Open waits for all of them.
       jobs_[i] = std::make_unique<NodeJob>(

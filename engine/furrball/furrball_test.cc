@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include <absl/synchronization/notification.h>
 #include <gtest/gtest.h>
 
 #include "engine/furrball/clock.h"
+#include "engine/furrball/sync.h"
 #include "engine/numatic/error_status.h"
 
 namespace furrballs {
@@ -380,7 +380,7 @@ TEST(FurrBallTest, SubmitToNodeRunsOnThatNodeAndReportsAFullQueue) {
   EXPECT_EQ(ball->SubmitToNode(7, [](void*) {}, nullptr), Error::kNoSuchNode);
 
   struct Gate {
-    absl::Notification entered, release;
+    furrball_internal::Notification entered, release;
   } gate;
   ASSERT_EQ(ball->SubmitToNode(
                 1,
@@ -465,7 +465,7 @@ TEST(FurrBallTest, ThreadLocalRoutingPlacesKeysOnTheWritersNode) {
   // A job runs on node 1's pinned worker, so its writes land on node 1.
   struct Ctx {
     FurrBall* ball;
-    absl::Notification done;
+    furrball_internal::Notification done;
   } ctx{ball.get(), {}};
   ASSERT_EQ(ball->SubmitToNode(
                 1,

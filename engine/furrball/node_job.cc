@@ -26,7 +26,7 @@ void NodeJob::Run(std::function<absl::Status()> init) {
   if (options_.pin) status = numatic_->PinCurrentThreadToNode(options_.node);
   if (status.ok()) status = init();
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     init_status_ = status;
     init_done_ = true;
     if (phase_ == Phase::kStarting) phase_ = Phase::kInitDone;
@@ -43,13 +43,13 @@ void NodeJob::Run(std::function<absl::Status()> init) {
 }
 
 absl::Status NodeJob::WaitForInit() {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   while (!init_done_) cv_.Wait(&mu_);
   return init_status_;
 }
 
 void NodeJob::Activate(std::function<void()> maintenance) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (phase_ != Phase::kInitDone) return;
   maintenance_ = std::move(maintenance);
   phase_ = Phase::kRunning;
@@ -57,7 +57,7 @@ void NodeJob::Activate(std::function<void()> maintenance) {
 }
 
 Error NodeJob::Submit(Job job, void* context) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (phase_ == Phase::kStopping || stop_requested_) {
     return Error::kShuttingDown;
   }
@@ -71,20 +71,22 @@ Error NodeJob::Submit(Job job, void* context) {
 
 void NodeJob::Loop() {
   std::array<Task, kBatch> batch;
-  absl::Time next_maintenance = absl::Now() + options_.maintenance_interval;
+  using Clock = CondVar::Clock;
+  Clock::time_point next_maintenance =
+      Clock::now() + options_.maintenance_interval;
   std::function<void()> maintenance;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     maintenance = maintenance_;
   }
   for (;;) {
     size_t taken = 0;
     bool stop = false;
     {
-      absl::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       while (count_ == 0 && !stop_requested_ &&
-             absl::Now() < next_maintenance) {
-        cv_.WaitWithDeadline(&mu_, next_maintenance);
+             Clock::now() < next_maintenance) {
+        cv_.WaitUntil(&mu_, next_maintenance);
       }
       while (taken < kBatch && count_ > 0) {
         batch[taken++] = ring_[head_];
@@ -97,19 +99,18 @@ void NodeJob::Loop() {
     }
     for (size_t i = 0; i < taken; ++i) batch[i].job(batch[i].context);
     if (stop) return;
-    const absl::Time now = absl::Now();
-    if (now >= next_maintenance) {
+    if (Clock::now() >= next_maintenance) {
       maintenance();
-      next_maintenance = absl::Now() + options_.maintenance_interval;
+      next_maintenance = Clock::now() + options_.maintenance_interval;
     }
   }
 }
 
 void NodeJob::Stop() {
-  absl::MutexLock stop_lock(&stop_mu_);
+  MutexLock stop_lock(&stop_mu_);
   if (joined_) return;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     stop_requested_ = true;
     if (phase_ != Phase::kRunning) phase_ = Phase::kStopping;
     cv_.SignalAll();
@@ -118,7 +119,7 @@ void NodeJob::Stop() {
   // without looping because the phase is no longer kInitDone/kRunning.
   thread_.join();
   joined_ = true;
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   phase_ = Phase::kStopping;
 }
 

@@ -7,7 +7,7 @@
 // from any thread but the worker itself; the init, jobs and maintenance
 // functions all run on the worker thread, one at a time.
 //
-// Protocol. One absl::Mutex guards the queue (a fixed ring allocated at
+// Protocol. One Mutex (sync.h) guards the queue (a fixed ring allocated at
 // construction, so Submit never allocates) and the phase:
 //
 //   kStarting  -> kInitDone   worker: init() returned (status recorded)
@@ -25,6 +25,7 @@
 #define FURRBALLS_ENGINE_FURRBALL_NODE_JOB_H_
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory_resource>
@@ -33,10 +34,9 @@
 
 #include <absl/base/thread_annotations.h>
 #include <absl/status/status.h>
-#include <absl/synchronization/mutex.h>
-#include <absl/time/time.h>
 
 #include "engine/common/error.h"
+#include "engine/furrball/sync.h"
 #include "engine/numatic/numatic.h"
 
 namespace furrballs {
@@ -52,7 +52,7 @@ class NodeJob {
     bool pin = true;
     // Rounded up to a power of two.
     size_t queue_capacity = 1024;
-    absl::Duration maintenance_interval = absl::Milliseconds(2);
+    std::chrono::milliseconds maintenance_interval{2};
   };
 
   // Starts the worker thread. It pins itself (when asked) and runs `init`;
@@ -99,8 +99,8 @@ class NodeJob {
   const Numatic* const numatic_;
   const Options options_;
 
-  absl::Mutex mu_;
-  absl::CondVar cv_;
+  Mutex mu_;
+  CondVar cv_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kStarting;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool init_done_ ABSL_GUARDED_BY(mu_) = false;
@@ -112,7 +112,7 @@ class NodeJob {
 
   std::thread thread_;
   bool joined_ = false;  // touched only by Stop's caller
-  absl::Mutex stop_mu_;  // serializes concurrent Stop calls
+  Mutex stop_mu_;  // serializes concurrent Stop calls
 };
 
 }  // namespace furrball_internal

@@ -4,7 +4,6 @@
 #include <memory>
 #include <vector>
 
-#include <absl/synchronization/notification.h>
 #include <gtest/gtest.h>
 
 #include "engine/numatic/numatic.h"
@@ -25,7 +24,7 @@ NodeJob::Options JobOptions(int node, size_t capacity) {
   NodeJob::Options o;
   o.node = node;
   o.queue_capacity = capacity;
-  o.maintenance_interval = absl::Milliseconds(1);
+  o.maintenance_interval = std::chrono::milliseconds(1);
   return o;
 }
 
@@ -58,7 +57,7 @@ TEST(NodeJobTest, RunsJobsInOrderAndMaintenanceRepeatedly) {
               [] { return absl::OkStatus(); });
   ASSERT_TRUE(job.WaitForInit().ok());
   std::atomic<int> passes{0};
-  absl::Notification enough_passes;
+  Notification enough_passes;
   job.Activate([&] {
     if (passes.fetch_add(1) + 1 == 3) enough_passes.Notify();
   });
@@ -93,10 +92,10 @@ TEST(NodeJobTest, FullQueueIsRejectedAndQueuedJobsRunOnStop) {
   ASSERT_TRUE(job.WaitForInit().ok());
   job.Activate([] {});
   // Block the worker inside a job so the queue can be filled exactly.
-  absl::Notification entered, release;
+  Notification entered, release;
   struct Gate {
-    absl::Notification* entered;
-    absl::Notification* release;
+    Notification* entered;
+    Notification* release;
   } gate{&entered, &release};
   ASSERT_EQ(job.Submit(
                 [](void* p) {

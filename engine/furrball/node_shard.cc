@@ -388,7 +388,7 @@ Error NodeShard::Reserve(uint32_t capacity, Reservation* out) {
 }
 
 Error NodeShard::ReclaimForWriter(uint32_t capacity) {
-  absl::MutexLock l(&reclaim_mu_);
+  MutexLock l(&reclaim_mu_);
   // Someone reclaimed while we waited for the mutex.
   if (pool_.free_pages() > kRelocationReserve ||
       pool_.staging_room() >= capacity) {
@@ -631,7 +631,7 @@ void NodeShard::Maintain() {
   // Idle promotions are applied here so that a read-only period does not
   // leave ARC's order stale (§2.8.2).
   arc_->DrainPromotions();
-  absl::MutexLock l(&reclaim_mu_);
+  MutexLock l(&reclaim_mu_);
   const uint32_t recycled = pool_.RecycleDeadPages();
   if (recycled > 0) stats_.Add(Counter::kPagesRecycled, recycled);
   RelocateStaging();

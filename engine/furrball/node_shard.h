@@ -91,7 +91,6 @@
 
 #include <absl/base/thread_annotations.h>
 #include <absl/status/statusor.h>
-#include <absl/synchronization/mutex.h>
 
 #include "engine/arc/concurrent_arc.h"
 #include "engine/common/error.h"
@@ -104,6 +103,7 @@
 #include "engine/furrball/node_stats.h"
 #include "engine/furrball/page_pool.h"
 #include "engine/furrball/stats.h"
+#include "engine/furrball/sync.h"
 #include "engine/numatic/numatic.h"
 
 namespace furrballs {
@@ -258,7 +258,7 @@ class NodeShard {
 
   // Serializes reclaimers: the worker's maintenance and writers that ran
   // out of space.
-  absl::Mutex reclaim_mu_;
+  Mutex reclaim_mu_;
   // TTL reclamation cursor and whether any TTL was ever set on this node.
   uint32_t ttl_cursor_ ABSL_GUARDED_BY(reclaim_mu_) = 0;
   std::atomic<bool> has_ttl_keys_{false};
