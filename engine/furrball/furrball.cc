@@ -11,6 +11,7 @@
 #include <absl/strings/str_cat.h>
 
 #include "engine/furrball/entry.h"
+#include "engine/furrball/furrball_testing.h"
 #include "engine/furrball/node_job.h"
 #include "engine/furrball/node_shard.h"
 #include "engine/furrball/page_pool.h"
@@ -26,6 +27,17 @@ using furrball_internal::NodeJob;
 using furrball_internal::NodeShard;
 using furrball_internal::PagePool;
 using furrball_internal::ShardConfig;
+
+namespace {
+
+// See furrball_testing.h. Read once per node at Open.
+std::atomic<int> node_init_failure_for_testing{-1};
+
+}  // namespace
+
+void SetNodeInitFailureForTesting(int node) {
+  node_init_failure_for_testing.store(node, std::memory_order_relaxed);
+}
 
 absl::Status ValidateOptions(const FurrBallOptions& o) {
   auto bad = [](auto&&... parts) {
@@ -179,6 +191,11 @@ class FurrBallImpl final : public FurrBall {
       // parallel; Open waits for all of them.
       jobs_[i] = std::make_unique<NodeJob>(
           numatic_.get(), job_options, *resource, [this, i, config] {
+            if (config.node == node_init_failure_for_testing.load(
+                                   std::memory_order_relaxed)) {
+              return ErrorStatus(Error::kAllocationFailed,
+                                 "injected by SetNodeInitFailureForTesting");
+            }
             absl::StatusOr<ShardPtr> shard =
                 NodeShard::Create(config, numatic_.get());
             if (!shard.ok()) return shard.status();
@@ -236,9 +253,11 @@ class FurrBallImpl final : public FurrBall {
     const int n = node_count();
     for (int k = 0; k < n; ++k) {
       NodeShard& shard = *shards_[(first + k) % n];
-      GetResult r = shard.Get(h, value, requester, key_lock);
+      GetResult r = shard.Get(h, value, requester, key_lock,
+                              /*count_miss=*/false);
       if (r.found) return r;
     }
+    shards_[first]->CountMiss();
     return GetResult{};
   }
 
@@ -314,7 +333,6 @@ class FurrBallImpl final : public FurrBall {
   }
 
   int IndexOfNodeOrMinusOne(int node) const {
-    if (node < 0 || node >= kMaxSimulatedNodes * 4) return -1;
     for (size_t i = 0; i < nodes_.size(); ++i) {
       if (nodes_[i] == node) return static_cast<int>(i);
     }

@@ -10,7 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "engine/furrball/clock.h"
+#include "engine/furrball/furrball_testing.h"
 #include "engine/furrball/sync.h"
 #include "engine/numatic/error_status.h"
 
@@ -102,6 +105,38 @@ TEST(OptionsTest, MoreNodesThanTheMachineHasNeedsSimulation) {
   absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
   ASSERT_FALSE(ball.ok());
   EXPECT_EQ(ErrorOf(ball.status()), Error::kInvalidTopology) << ball.status();
+}
+
+size_t VmRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// §3.4: if one node cannot be built, Open fails, names the node, and frees
+// what the other nodes (built in parallel on their workers) allocated.
+TEST(OptionsTest, StartUpIsAllOrNothing) {
+  FurrBallOptions o = SmallOptions(4);
+  o.memory_budget_bytes = size_t{256} << 20;  // 64 MiB pre-faulted per node
+  const size_t rss_before = VmRssBytes();
+  SetNodeInitFailureForTesting(2);
+  absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+  SetNodeInitFailureForTesting(-1);
+  ASSERT_FALSE(ball.ok());
+  EXPECT_EQ(ErrorOf(ball.status()), Error::kAllocationFailed);
+  EXPECT_NE(ball.status().message().find("node 2"), std::string::npos)
+      << ball.status();
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // Three nodes had mapped and touched 64 MiB each; all of it is gone.
+  EXPECT_LT(VmRssBytes(), rss_before + (size_t{16} << 20));
+#endif
+  ball = FurrBall::Open(o);
+  ASSERT_TRUE(ball.ok()) << ball.status();
+  EXPECT_GT(VmRssBytes(), rss_before + (size_t{200} << 20))
+      << "a successful Open does place the pages";
 }
 
 // ---- Basic operations -------------------------------------------------------
@@ -296,6 +331,20 @@ TEST(FurrBallTest, TtlExpiresOnTheInjectedClock) {
   EXPECT_EQ(v, "fresh");
 }
 
+TEST(FurrBallTest, HugeTtlSaturatesInsteadOfWrapping) {
+  ManualClock clock(1000);
+  FurrBallOptions o = SmallOptions();
+  o.clock = &clock;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  WriteOptions w;
+  w.ttl_ms = UINT64_MAX;
+  ASSERT_EQ(ball->Set("forever", "v", w).error, Error::kOk);
+  std::string v;
+  const GetResult g = ball->Get("forever", &v);
+  ASSERT_TRUE(g.found);
+  EXPECT_EQ(g.ttl_remaining_ms, UINT64_MAX - 1000);
+}
+
 TEST(FurrBallTest, TouchWithZeroRemovesTheDeadline) {
   ManualClock clock;
   FurrBallOptions o = SmallOptions();
@@ -456,6 +505,10 @@ TEST(FurrBallTest, RoundRobinSpreadsNewKeysAndFindsThemAgain) {
   EXPECT_TRUE(ball->Delete("k5").deleted);
   EXPECT_FALSE(ball->Get("k5", &v).found);
   EXPECT_EQ(ball->Touch("k6", 5), Error::kOk);
+  // A search that finds nothing on any of the 4 shards is one miss.
+  EXPECT_EQ(Sum(ball->Stats()).misses, 1u);
+  EXPECT_EQ(Sum(ball->Stats()).hits_local + Sum(ball->Stats()).hits_remote,
+            400u);
 }
 
 TEST(FurrBallTest, ThreadLocalRoutingPlacesKeysOnTheWritersNode) {

@@ -29,6 +29,14 @@ class EvictionReason {
   Counter saved_;
 };
 
+// The expiry for a TTL set at `now`: 0 (never) for no TTL, saturating so
+// that a huge TTL means "practically never" rather than wrapping into the
+// past.
+uint64_t Deadline(uint64_t now, uint64_t ttl_ms) {
+  if (ttl_ms == 0) return 0;
+  return ttl_ms > UINT64_MAX - now ? UINT64_MAX : now + ttl_ms;
+}
+
 bool SameEntry(const KeyMeta& a, const KeyMeta& b) {
   return a.page == b.page && a.offset == b.offset &&
          a.generation == b.generation;
@@ -135,7 +143,7 @@ void NodeShard::Destroy(NodeShard* shard) {
 // ---- Request path ------------------------------------------------------------
 
 GetResult NodeShard::Get(const HashPair& h, std::string* value,
-                         int requester, SpinLock& key_lock) {
+                         int requester, SpinLock& key_lock, bool count_miss) {
   numatic_->SimulateRemoteAccess(requester, config_.node);
   const uint64_t now = NowMs();
   GetResult result;
@@ -168,7 +176,7 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
   }
   if (!result.found) {
     value->clear();
-    stats_.Add(Counter::kMisses);
+    if (count_miss) stats_.Add(Counter::kMisses);
   } else {
     stats_.Add(requester == config_.node ? Counter::kHitsLocal
                                          : Counter::kHitsRemote);
@@ -198,7 +206,7 @@ SetResult NodeShard::Set(const HashPair& h, std::string_view value,
       }
     }
     const uint64_t version = NextVersion(options.superseded_writes);
-    const uint64_t expiry = options.ttl_ms == 0 ? 0 : now + options.ttl_ms;
+    const uint64_t expiry = Deadline(now, options.ttl_ms);
     if (expiry != 0 && !has_ttl_keys_.load(std::memory_order_relaxed)) {
       has_ttl_keys_.store(true, std::memory_order_relaxed);
     }
@@ -314,7 +322,7 @@ DeleteResult NodeShard::Delete(const HashPair& h) {
 
 Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
   const uint64_t now = NowMs();
-  const uint64_t expiry = ttl_ms == 0 ? 0 : now + ttl_ms;
+  const uint64_t expiry = Deadline(now, ttl_ms);
   if (expiry != 0 && !has_ttl_keys_.load(std::memory_order_relaxed)) {
     has_ttl_keys_.store(true, std::memory_order_relaxed);
   }
@@ -564,39 +572,34 @@ bool NodeShard::RelocateStaging() {
   return recycled;
 }
 
-void NodeShard::RefillReserve() {
+bool NodeShard::RefillStep() {
   // Free pages to keep for bursts: 1/16 of the pool, at least the
   // relocation reserve plus one.
   const uint32_t target =
       std::max<uint32_t>(kRelocationReserve + 1, config_.page_count / 16);
-  // Bounded work per pass, so that writers waiting for the mutex wait
-  // little.
-  constexpr int kMaxSteps = 32;
-  constexpr int kEvictBatch = 64;
-  const uint64_t sparse_enough = uint64_t{pool_.page_size()} * 3 / 4;
-  for (int step = 0; step < kMaxSteps && pool_.free_pages() < target;
-       ++step) {
-    const uint32_t recycled = pool_.RecycleDeadPages();
-    if (recycled > 0) {
-      stats_.Add(Counter::kPagesRecycled, recycled);
-      continue;
-    }
-    // Report §2.10.4: drain a page once a quarter of it is dead.
-    if (DrainSparsest(std::min(
-            sparse_enough,
-            pool_.relocation_room() +
-                uint64_t{pool_.free_pages()} * pool_.page_size()))) {
-      continue;
-    }
-    if (!config_.eviction_enabled) return;
-    // No page is sparse enough: let ARC pick victims (§2.10.1 ForceEvictOne)
-    // so that the next drain has dead bytes to reclaim.
-    EvictionReason reason(Counter::kEvictionsCapacity);
-    for (int i = 0; i < kEvictBatch; ++i) {
-      const ForcedEviction<KeyMeta> e = arc_->ForceEvictOne();
-      if (e.err == Error::kKeyNotFound) return;  // nothing left to evict
-    }
+  if (pool_.free_pages() >= target) return false;
+  const uint32_t recycled = pool_.RecycleDeadPages();
+  if (recycled > 0) {
+    stats_.Add(Counter::kPagesRecycled, recycled);
+    return true;
   }
+  // Report §2.10.4: drain a page once a quarter of it is dead.
+  const uint64_t page = pool_.page_size();
+  if (DrainSparsest(std::min(page * 3 / 4,
+                             pool_.relocation_room() +
+                                 uint64_t{pool_.free_pages()} * page))) {
+    return true;
+  }
+  if (!config_.eviction_enabled) return false;
+  // No page is sparse enough: let ARC pick victims (§2.10.1 ForceEvictOne)
+  // so that a later drain has dead bytes to reclaim.
+  constexpr int kEvictBatch = 64;
+  EvictionReason reason(Counter::kEvictionsCapacity);
+  for (int i = 0; i < kEvictBatch; ++i) {
+    const ForcedEviction<KeyMeta> e = arc_->ForceEvictOne();
+    if (e.err == Error::kKeyNotFound) return false;  // nothing left to evict
+  }
+  return true;
 }
 
 void NodeShard::ReclaimExpired() {
@@ -631,11 +634,20 @@ void NodeShard::Maintain() {
   // Idle promotions are applied here so that a read-only period does not
   // leave ARC's order stale (§2.8.2).
   arc_->DrainPromotions();
+  // Each step takes the reclaim mutex on its own, so that a writer that ran
+  // out of room waits for one step, never for a whole pass.
+  {
+    MutexLock l(&reclaim_mu_);
+    const uint32_t recycled = pool_.RecycleDeadPages();
+    if (recycled > 0) stats_.Add(Counter::kPagesRecycled, recycled);
+    RelocateStaging();
+  }
+  constexpr int kMaxRefillSteps = 32;  // bounded work per pass
+  for (int step = 0; step < kMaxRefillSteps; ++step) {
+    MutexLock l(&reclaim_mu_);
+    if (!RefillStep()) break;
+  }
   MutexLock l(&reclaim_mu_);
-  const uint32_t recycled = pool_.RecycleDeadPages();
-  if (recycled > 0) stats_.Add(Counter::kPagesRecycled, recycled);
-  RelocateStaging();
-  RefillReserve();
   ReclaimExpired();
 }
 

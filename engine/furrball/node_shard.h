@@ -156,9 +156,10 @@ class NodeShard {
 
   // Copies the value of a live key into *value. `requester` is the calling
   // thread's node (for hit locality). `key_lock` is taken only if the
-  // optimistic reads keep losing to writers.
+  // optimistic reads keep losing to writers. A search over several shards
+  // passes count_miss = false and counts its one miss with CountMiss.
   GetResult Get(const HashPair& h, std::string* value, int requester,
-                SpinLock& key_lock);
+                SpinLock& key_lock, bool count_miss = true);
   // Whether the shard holds the key (live or expired); for search routing.
   bool Holds(const HashPair& h) const;
 
@@ -222,7 +223,9 @@ class NodeShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   bool RelocateStaging() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   bool EvictSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
-  void RefillReserve() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // One step towards the free-page reserve: recycle, drain or evict. False
+  // when the reserve is full or nothing more can be done this pass.
+  bool RefillStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   void ReclaimExpired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Erases the expired entry at (page, offset, generation) if its key lock
   // is free and it is still that entry and expired. True if erased.
