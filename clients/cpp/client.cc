@@ -7,6 +7,7 @@
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/strings/str_cat.h>
+#include <absl/synchronization/notification.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/client_callback.h>
@@ -149,7 +150,11 @@ void Client::EndAsync() {
 void Client::Prepare(grpc::ClientContext* ctx, const CallOptions& call) const {
   const std::chrono::milliseconds timeout =
       call.timeout.value_or(options_.default_timeout);
-  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  // gRPC rounds deadlines up to the next millisecond, so "now" could still
+  // leave a loopback call time to finish; an hour ago cannot.
+  const auto now = std::chrono::system_clock::now();
+  ctx->set_deadline(timeout.count() > 0 ? now + timeout
+                                        : now - std::chrono::hours(1));
   ctx->set_wait_for_ready(call.wait_for_ready);
   if (!options_.bearer_token.empty()) {
     ctx->AddMetadata("authorization",
@@ -382,11 +387,14 @@ namespace internal {
 //     the queue is empty, WritesDone is sent, once.
 //   - OnDone is the reactor's last callback: under mu_ it sets finished_ (no
 //     new op is accepted) and takes every unanswered op; it fails them with
-//     the stream's status outside the lock, then sets done_, which Close()
-//     waits for.
-// Lifetime: the Pipeline and the reactor itself (self_, set in Start and
-// dropped at the very end of OnDone) both own the reactor, so gRPC's last
-// callback never runs on freed memory even if the Pipeline is gone.
+//     the stream's status outside the lock, then notifies done_, which Close()
+//     waits for. Notify is OnDone's last touch of the reactor.
+// Lifetime: the Pipeline owns the reactor alone and destroys it only after
+// done_, on the user's thread. A gRPC thread must never destroy it: its
+// ClientContext holds a reference to the grpc::Channel, and a Channel released
+// last on one of gRPC's callback threads tears down gRPC's shared callback
+// completion queue from a thread that is still running on it (gRPC 1.51
+// aborts with a double free).
 class PipelineReactor final
     : public grpc::ClientBidiReactor<v1::PipelineRequest,
                                      v1::PipelineResponse> {
@@ -394,9 +402,7 @@ class PipelineReactor final
   explicit PipelineReactor(const PipelineOptions& options)
       : options_(options) {}
 
-  void Start(const std::shared_ptr<PipelineReactor>& self,
-             v1::Cache::Stub* stub) {
-    self_ = self;
+  void Start(v1::Cache::Stub* stub) {
     stub->async()->Pipeline(&ctx_, this);
     StartRead(&incoming_);
     StartCall();
@@ -439,10 +445,12 @@ class PipelineReactor final
       }
     }
     if (writes_done) StartWritesDone();
+    done_.WaitForNotification();
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&done_));
     return final_status_;
   }
+
+  void Cancel() { ctx_.TryCancel(); }
 
   size_t in_flight() const {
     absl::MutexLock lock(&mu_);
@@ -499,7 +507,6 @@ class PipelineReactor final
   }
 
   void OnDone(const grpc::Status& status) override {
-    std::shared_ptr<PipelineReactor> keep = std::move(self_);
     const absl::Status st = ToAbslStatus(status);
     absl::flat_hash_map<uint64_t, Pipeline::ResponseCallback> orphans;
     {
@@ -513,8 +520,8 @@ class PipelineReactor final
                       "Pipeline stream ended before this operation's response")
                 : st;
     for (auto& [id, done] : orphans) done(orphan_status);
-    absl::MutexLock lock(&mu_);
-    done_ = true;
+    orphans.clear();
+    done_.Notify();
   }
 
  private:
@@ -536,7 +543,8 @@ class PipelineReactor final
   const PipelineOptions options_;
   grpc::ClientContext ctx_;
   v1::PipelineResponse incoming_;  // only touched by the read chain
-  std::shared_ptr<PipelineReactor> self_;
+  // Notified at the end of OnDone, when no gRPC thread will touch us again.
+  absl::Notification done_;
 
   mutable absl::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
@@ -549,14 +557,13 @@ class PipelineReactor final
   bool writes_done_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // OnDone has begun
-  bool done_ ABSL_GUARDED_BY(mu_) = false;      // OnDone's callbacks returned
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace internal
 
 std::unique_ptr<Pipeline> Client::OpenPipeline(const PipelineOptions& options) {
-  auto reactor = std::make_shared<internal::PipelineReactor>(options);
+  auto reactor = std::make_unique<internal::PipelineReactor>(options);
   grpc::ClientContext* ctx = reactor->context();
   if (options.stream_timeout.count() > 0) {
     ctx->set_deadline(std::chrono::system_clock::now() +
@@ -566,11 +573,19 @@ std::unique_ptr<Pipeline> Client::OpenPipeline(const PipelineOptions& options) {
     ctx->AddMetadata("authorization",
                      absl::StrCat("Bearer ", options_.bearer_token));
   }
-  reactor->Start(reactor, stub_.get());
+  reactor->Start(stub_.get());
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(reactor)));
 }
 
+Pipeline::Pipeline(std::unique_ptr<internal::PipelineReactor> reactor)
+    : reactor_(std::move(reactor)) {}
+
+// Close() returns only after OnDone has finished with the reactor, so the
+// reactor (and the channel reference its context holds) is released here, on
+// the user's thread.
 Pipeline::~Pipeline() { Close().IgnoreError(); }
+
+void Pipeline::Cancel() { reactor_->Cancel(); }
 
 absl::Status Pipeline::Close() { return reactor_->Close(); }
 

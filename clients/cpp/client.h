@@ -19,10 +19,10 @@
 //
 // Deadlines. Every call has one: CallOptions::timeout, or else
 // ClientOptions::default_timeout, counted from the moment the call starts. A
-// timeout of zero is already expired, so the call fails with
-// DEADLINE_EXCEEDED without being sent. Calls fail fast by default: while the
-// server cannot be reached they return UNAVAILABLE at once instead of waiting
-// for the deadline (CallOptions::wait_for_ready changes that).
+// timeout of zero (or less) is already expired: the call fails with
+// DEADLINE_EXCEEDED. Calls fail fast by default: while the server cannot be
+// reached they return UNAVAILABLE at once instead of waiting for the deadline
+// (CallOptions::wait_for_ready changes that).
 //
 // Asynchronous calls (GetAsync, ...) use gRPC's callback API. The callback
 // runs exactly once, on a gRPC thread, and should not block: hand long work
@@ -97,7 +97,7 @@ struct SetItem {
 // Per-call settings.
 struct CallOptions {
   // Deadline of this call, from when it starts. Unset: the client's
-  // default_timeout. Zero: already expired (DEADLINE_EXCEEDED, nothing sent).
+  // default_timeout. Zero or less: already expired (DEADLINE_EXCEEDED).
   std::optional<std::chrono::milliseconds> timeout = std::nullopt;
   // Wait (until the deadline) for the server to become reachable instead of
   // failing fast with UNAVAILABLE.
@@ -165,7 +165,9 @@ class Pipeline {
   using ResponseCallback =
       std::function<void(absl::StatusOr<::furrballs::v1::PipelineResponse>)>;
 
-  // Closes the stream (see Close) if it is still open.
+  // Closes the stream (see Close) and waits for it to end; with no
+  // stream_timeout and a server that never answers, that is forever, so Cancel
+  // first when giving up.
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -190,15 +192,18 @@ class Pipeline {
   // final status (OK after a clean close). Idempotent.
   absl::Status Close();
 
+  // Cancels the stream: the server stops, and every unanswered operation's
+  // callback gets CANCELLED. Close() still waits for those callbacks.
+  void Cancel();
+
   // Operations submitted and not yet answered.
   size_t in_flight() const;
 
  private:
   friend class Client;
-  explicit Pipeline(std::shared_ptr<internal::PipelineReactor> reactor)
-      : reactor_(std::move(reactor)) {}
+  explicit Pipeline(std::unique_ptr<internal::PipelineReactor> reactor);
 
-  std::shared_ptr<internal::PipelineReactor> reactor_;
+  std::unique_ptr<internal::PipelineReactor> reactor_;
 };
 
 class Client {
@@ -258,8 +263,8 @@ class Client {
 
   // ---- Streams and connection.
 
-  // Opens a Pipeline stream. It may outlive neither this Client nor its
-  // channel's users' expectations: Close it (or destroy it) first.
+  // Opens a Pipeline stream. The stream holds its own reference to the
+  // channel, so it may outlive this Client.
   std::unique_ptr<Pipeline> OpenPipeline(const PipelineOptions& options = {});
 
   // Connects if needed and waits up to `timeout` for the channel to be

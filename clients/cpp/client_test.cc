@@ -223,8 +223,12 @@ TEST_F(ClientTest, AsyncCallsComplete) {
     for (int i = 0; i < kKeys; ++i) {
       client_->GetAsync(absl::StrCat("as-", i),
                         [&, i](absl::StatusOr<std::optional<Entry>> e) {
-                          absl::MutexLock lock(&mu);
-                          if (e.ok() && e->has_value()) got[i] = (*e)->value;
+                          {
+                            absl::MutexLock lock(&mu);
+                            if (e.ok() && e->has_value()) got[i] = (*e)->value;
+                          }
+                          // Last: once the count is zero the test may
+                          // destroy mu.
                           done.DecrementCount();
                         });
     }
@@ -472,6 +476,22 @@ TEST(ClientDeadlineTest, UnresponsiveServerHitsTheDeadline) {
   absl::Status closed = p->Close();
   EXPECT_TRUE(absl::IsDeadlineExceeded(closed)) << closed;
   EXPECT_TRUE(absl::IsDeadlineExceeded(op_status)) << op_status;
+}
+
+TEST(ClientDeadlineTest, CancelEndsAPipelineThatGetsNoAnswer) {
+  testing::SilentListener silent;
+  ASSERT_TRUE(silent.ok());
+  Client c(silent.address());
+  // No stream deadline: only Cancel can end this stream.
+  std::unique_ptr<Pipeline> p = c.OpenPipeline();
+  absl::Status op_status;
+  ASSERT_TRUE(p->Get("k", [&](absl::StatusOr<std::optional<Entry>> r) {
+                 op_status = r.status();
+               }).ok());
+  p->Cancel();
+  absl::Status closed = p->Close();
+  EXPECT_TRUE(absl::IsCancelled(closed)) << closed;
+  EXPECT_TRUE(absl::IsCancelled(op_status)) << op_status;
 }
 
 TEST(ClientErrorTest, NothingListeningIsUnavailable) {

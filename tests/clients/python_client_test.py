@@ -10,6 +10,7 @@ with the line "N passed, N failed".
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -179,9 +180,17 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(fb.InvalidArgumentError):
             self.client.set("k" * 251, "v")
 
-    def test_expired_deadline(self) -> None:
-        with self.assertRaises(fb.DeadlineExceededError) as cm:
-            self.client.get("py-k", timeout=0)
+    def test_deadline_of_a_server_that_never_answers(self) -> None:
+        # A listener that never accepts: the kernel completes the TCP
+        # handshake into its backlog, then nothing answers, as with a hung
+        # server. The call must end at its deadline.
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(16)
+            port = silent.getsockname()[1]
+            with fb.Client(f"127.0.0.1:{port}", timeout=0.3) as hung:
+                with self.assertRaises(fb.DeadlineExceededError) as cm:
+                    hung.get("k")
         self.assertEqual(cm.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
 
     def test_unreachable_server_is_unavailable(self) -> None:
