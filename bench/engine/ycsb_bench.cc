@@ -28,6 +28,7 @@
 
 #include "bench/engine/cache_backend.h"
 #include "bench/engine/cycle_timer.h"
+#include "bench/engine/furrball_backend.h"
 #include "bench/engine/latency_histogram.h"
 #include "bench/engine/peer_backends.h"
 #include "bench/engine/ycsb_report.h"
@@ -70,6 +71,10 @@ ABSL_FLAG(double, zipf_theta, 0.99, "Zipfian skew θ (0 < θ < 1).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the key and operation choices.");
 ABSL_FLAG(std::string, csv, "",
           "Also write every run's rows and the median rows to this CSV file.");
+ABSL_FLAG(int64_t, furrball_keys_per_node, 0,
+          "FurrBall's max_keys_per_node: 0 = budget / (value bytes + its "
+          "24-byte entry header), enough slots to fill the pages; -1 = the "
+          "engine's own default (budget / 128 B); N = N.");
 ABSL_FLAG(double, tsc_ticks_per_ns, 0,
           "Internal: the TSC rate the driver measured, passed to each cell. "
           "0 = measure in the cell.");
@@ -88,6 +93,7 @@ struct BackendEntry {
 // Every backend this binary can run, in default table order.
 const std::vector<BackendEntry>& AllBackends() {
   static const std::vector<BackendEntry> kBackends = {
+      {"furrball", &MakeFurrBallBackend},
       {"absl_mutex", &MakeAbslMutexBackend},
       {"tbb", &MakeTbbBackend},
       {"rocksdb_lru", &MakeRocksDbLruBackend},
@@ -141,6 +147,7 @@ CellSpec BaseSpec(bool quick) {
   spec.ops_per_thread = absl::GetFlag(FLAGS_ops_per_thread);
   if (spec.ops_per_thread == 0) spec.ops_per_thread = quick ? 100000 : 500000;
   spec.seed = absl::GetFlag(FLAGS_seed);
+  spec.furrball_keys_per_node = absl::GetFlag(FLAGS_furrball_keys_per_node);
   spec.zipf_theta = absl::GetFlag(FLAGS_zipf_theta);
   if (spec.key_bytes < 12) {
     Fail("--key_bytes must be at least 12");
@@ -335,6 +342,7 @@ int RunDriver(int argc, char** argv) {
       absl::StrCat("--key_bytes=", base.key_bytes),
       absl::StrCat("--ops_per_thread=", base.ops_per_thread),
       absl::StrCat("--seed=", base.seed),
+      absl::StrCat("--furrball_keys_per_node=", absl::GetFlag(FLAGS_furrball_keys_per_node)),
       absl::StrCat("--zipf_theta=", absl::StrFormat("%.17g", base.zipf_theta)),
   };
   if (!CycleTimer::InvariantTscAvailable()) {

@@ -183,6 +183,7 @@ absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory)
   config.value_bytes = value_bytes;
   config.record_count = records;
   config.threads = threads;
+  config.furrball_keys_per_node = spec.furrball_keys_per_node;
 
   // The operation plan: each thread's keys and read/write choices, drawn
   // before the backend exists so that neither the generators' cost nor the

@@ -63,6 +63,7 @@ struct CellSpec {
   double zipf_theta = 0.99;
   // TSC ticks per nanosecond (CycleTimer); 0 = measure it in RunCell.
   double ticks_per_ns = 0;
+  int64_t furrball_keys_per_node = 0;  // see BackendConfig
 
   uint64_t RecordCount() const;
 };

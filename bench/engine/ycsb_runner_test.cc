@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bench/engine/furrball_backend.h"
 #include "bench/engine/peer_backends.h"
 #include "bench/engine/ycsb_report.h"
 
@@ -16,7 +17,8 @@ CellSpec TinySpec(char workload, double working_set) {
   spec.value_bytes = 64;
   spec.threads = 2;
   spec.working_set_factor = working_set;
-  spec.memory_budget_bytes = size_t{1} << 20;
+  // FurrBall needs at least 4 pages (2 MiB by default) per node.
+  spec.memory_budget_bytes = size_t{8} << 20;
   spec.ops_per_thread = 20000;
   return spec;
 }
@@ -62,6 +64,24 @@ TEST(RunCellTest, HyperClockUpdatesAreVisible) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->bad_values, 0u);
   EXPECT_GT(r->HitRatio(), 0.95);
+}
+
+// The harness's contract with the FurrBall backend: values come back intact
+// and live bytes stay within the budget. Hit ratios and refused writes are
+// the engine's business and go to the report, not here.
+TEST(RunCellTest, FurrBallServesEveryWorkloadWithCorrectValues) {
+  for (char w : {'A', 'B', 'C', 'F'}) {
+    for (double working_set : {0.5, 3.0}) {
+      CellSpec spec = TinySpec(w, working_set);
+      spec.value_bytes = 1024;  // fewer records: a fast test
+      absl::StatusOr<CellResult> r = RunCell(spec, &MakeFurrBallBackend);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->bad_values, 0u) << w << " " << working_set;
+      EXPECT_GT(r->read_hits, 0u) << w << " " << working_set;
+      EXPECT_LE(r->live_value_bytes, spec.memory_budget_bytes);
+      EXPECT_FALSE(r->note.empty());
+    }
+  }
 }
 
 TEST(CellResultTest, SerializeParseRoundTrip) {
