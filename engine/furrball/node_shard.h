@@ -43,7 +43,8 @@
 //   1. m1 = ConcurrentARC::Find(h)    validated copy of the KeyMeta (and a
 //                                     PromoteBuf promotion)
 //   2. copy m1.size bytes from page m1.page at m1.offset (acquire loads)
-//   3. m2 = CMap::Find(h)             validated copy again
+//   3. m2 = ConcurrentARC::Peek(h)    validated copy again (CMap::Find, no
+//                                     promotion)
 //   4. m1 == m2 ? return the bytes : retry (after kOptimisticReads attempts,
 //                                     retry under the key lock)
 //

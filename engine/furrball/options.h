@@ -47,6 +47,7 @@ struct FurrBallOptions {
   // Busy-wait injected on every simulated remote access (report §5.1).
   uint32_t simulated_remote_delay_ns = 0;
 
+  // Where new keys go and how Get finds them (see RoutingPolicy).
   RoutingPolicy routing = RoutingPolicy::kHash;
 
   // Limits on what a client may store. Anything over a limit is rejected with
@@ -55,23 +56,28 @@ struct FurrBallOptions {
   size_t max_value_bytes = size_t{1} << 20;
 
   // Key slots per node (the hash table's and ARC's capacity). 0 = derived from
-  // the budget assuming an average entry of 128 bytes.
+  // the budget assuming an average entry of 128 bytes (at least 64). Each
+  // slot costs about a cache line of metadata (MetadataBytes()), so set it
+  // from the expected value size when values are large.
   size_t max_keys_per_node = 0;
 
   // When false, a write that needs space the cache does not have fails with
   // kNoMemory instead of evicting.
   bool eviction_enabled = true;
 
-  // Seed of the keyed hash. Identities differ between seeds, so a restarted
-  // server must reuse its secret to find its spilled pages again.
+  // The keyed hash's secret; when absent, one derived from hash_seed (0 =
+  // the fixed secret tests and benchmarks use). Identities differ between
+  // secrets, so a restarted server must reuse its secret to find its spilled
+  // pages again.
   std::optional<HashSecret> hash_secret;
   uint64_t hash_seed = 0;
 
   // Period of each node's maintenance pass (staging relocation, page drain,
-  // TTL reclamation, PromoteBuf drain).
+  // free-page reserve refill, TTL reclamation, PromoteBuf drain).
   std::chrono::milliseconds maintenance_interval{2};
 
-  // Pin each node's maintenance worker to the node's CPUs.
+  // Pin each node's worker (maintenance and SubmitToNode jobs) to the node's
+  // CPUs.
   bool pin_workers = true;
 
   // Capacity of each node's NodeJob queue (rounded up to a power of two);
