@@ -50,13 +50,18 @@ expect() {
 }
 
 # start_server BINARY [FLAGS...]: starts the server on 127.0.0.1:0 with 4
-# simulated nodes and sets SERVER_PORT from the line it prints when serving.
+# simulated nodes and no metrics listener, and sets SERVER_PORT from the line
+# it prints when serving.
 # Waits at most 60 s.
 start_server() {
   local bin=$1
   shift
   SERVER_LOG="$WORK_DIR/server.log"
-  "$bin" --listen_address=127.0.0.1:0 --simulate_nodes=4 --memory_mb=64 \
+  # Metrics off: its fixed default port would collide between servers that
+  # tests run side by side. Set through the server's FURRBALLS_<FLAG>
+  # environment rather than a flag, which a server without metrics would
+  # reject.
+  FURRBALLS_METRICS_ADDRESS="" "$bin" --listen_address=127.0.0.1:0 --simulate_nodes=4 --memory_mb=64 \
     --shutdown_deadline_ms=2000 "$@" >"$SERVER_LOG" 2>&1 &
   SERVER_PID=$!
   local i

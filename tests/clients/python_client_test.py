@@ -32,7 +32,10 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             [binary, "--listen_address=127.0.0.1:0", "--simulate_nodes=4",
              "--memory_mb=64", "--shutdown_deadline_ms=2000"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            # Metrics off (see tests/clients/lib.sh): the fixed default port
+            # would collide between servers running side by side.
+            env={**os.environ, "FURRBALLS_METRICS_ADDRESS": ""})
         self.port = 0
         lines: List[str] = []
         deadline = time.monotonic() + 60
