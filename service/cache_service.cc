@@ -36,6 +36,17 @@ Status Unavailable() {
                 "server is starting or shutting down; retry later");
 }
 
+// Counts a unary RPC in the service's request statistics and finishes it.
+grpc::ServerUnaryReactor* FinishCounted(const CacheService* svc,
+                                        grpc::ServerUnaryReactor* reactor,
+                                        RequestOp op,
+                                        RequestStats::Clock::time_point start,
+                                        const Status& status) {
+  svc->RecordRequest(op, start, status);
+  reactor->Finish(status);
+  return reactor;
+}
+
 // The status of a finished op, for the operation named `what`.
 Status StatusOf(const CacheOp& op, absl::string_view what, const Limits& limits) {
   if (op.deadline_exceeded) {
@@ -108,12 +119,15 @@ struct UnaryCall {
   const CacheService* service = nullptr;
   const char* what = "";
   void (*fill)(const CacheOp&, Response*) = nullptr;
+  RequestOp request_op = RequestOp::kGet;
+  RequestStats::Clock::time_point start;
 
   static void Done(CacheOp* op, void* context) {
     auto* call = static_cast<UnaryCall*>(context);
     Status s = StatusOf(*op, call->what, call->service->limits());
     if (s.ok() && call->fill != nullptr) call->fill(*op, call->response);
-    call->reactor->Finish(s);
+    FinishCounted(call->service, call->reactor, call->request_op, call->start,
+                  s);
     delete call;
   }
 };
@@ -127,11 +141,14 @@ grpc::ServerUnaryReactor* RunUnary(CacheService* svc,
   call->op.on_done = &UnaryCall<Response>::Done;
   call->op.done_context = call.get();
   const char* what = call->what;
+  const RequestOp request_op = call->request_op;
+  const auto start = call->start;
   CacheOp* op = &call->op;
   UnaryCall<Response>* raw = call.release();
   if (Error e = svc->dispatcher()->Submit(op); e != Error::kOk) {
     delete raw;
-    reactor->Finish(SubmitStatus(e, what, svc->limits()));
+    FinishCounted(svc, reactor, request_op, start,
+                  SubmitStatus(e, what, svc->limits()));
   }
   return reactor;
 }
@@ -149,13 +166,18 @@ CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
 grpc::ServerUnaryReactor* CacheService::Get(grpc::CallbackServerContext* ctx,
                                             const v1::GetRequest* request,
                                             v1::GetResponse* response) {
+  const auto start = RequestStats::Clock::now();
   auto* reactor = ctx->DefaultReactor();
-  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (!ready()) {
+    return FinishCounted(this, reactor, RequestOp::kGet, start, Unavailable());
+  }
   if (Status s = ValidateKey(request->key(), "Get", limits_); !s.ok()) {
-    return reactor->Finish(s), reactor;
+    return FinishCounted(this, reactor, RequestOp::kGet, start, s);
   }
   auto call = std::make_unique<UnaryCall<v1::GetResponse>>();
   call->reactor = reactor;
+  call->request_op = RequestOp::kGet;
+  call->start = start;
   call->response = response;
   call->service = this;
   call->what = "Get";
@@ -169,13 +191,18 @@ grpc::ServerUnaryReactor* CacheService::Get(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* CacheService::Set(grpc::CallbackServerContext* ctx,
                                             const v1::SetRequest* request,
                                             v1::SetResponse* response) {
+  const auto start = RequestStats::Clock::now();
   auto* reactor = ctx->DefaultReactor();
-  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (!ready()) {
+    return FinishCounted(this, reactor, RequestOp::kSet, start, Unavailable());
+  }
   auto call = std::make_unique<UnaryCall<v1::SetResponse>>();
   if (Status s = PrepareSet(*request, "Set", limits_, call->op); !s.ok()) {
-    return reactor->Finish(s), reactor;
+    return FinishCounted(this, reactor, RequestOp::kSet, start, s);
   }
   call->reactor = reactor;
+  call->request_op = RequestOp::kSet;
+  call->start = start;
   call->response = response;
   call->service = this;
   call->what = "Set";
@@ -189,13 +216,19 @@ grpc::ServerUnaryReactor* CacheService::Set(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* CacheService::Delete(
     grpc::CallbackServerContext* ctx, const v1::DeleteRequest* request,
     v1::DeleteResponse* response) {
+  const auto start = RequestStats::Clock::now();
   auto* reactor = ctx->DefaultReactor();
-  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (!ready()) {
+    return FinishCounted(this, reactor, RequestOp::kDelete, start,
+                         Unavailable());
+  }
   if (Status s = ValidateKey(request->key(), "Delete", limits_); !s.ok()) {
-    return reactor->Finish(s), reactor;
+    return FinishCounted(this, reactor, RequestOp::kDelete, start, s);
   }
   auto call = std::make_unique<UnaryCall<v1::DeleteResponse>>();
   call->reactor = reactor;
+  call->request_op = RequestOp::kDelete;
+  call->start = start;
   call->response = response;
   call->service = this;
   call->what = "Delete";
@@ -210,16 +243,22 @@ grpc::ServerUnaryReactor* CacheService::Delete(
 grpc::ServerUnaryReactor* CacheService::Touch(grpc::CallbackServerContext* ctx,
                                               const v1::TouchRequest* request,
                                               v1::TouchResponse* response) {
+  const auto start = RequestStats::Clock::now();
   auto* reactor = ctx->DefaultReactor();
-  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (!ready()) {
+    return FinishCounted(this, reactor, RequestOp::kTouch, start,
+                         Unavailable());
+  }
   if (Status s = ValidateKey(request->key(), "Touch", limits_); !s.ok()) {
-    return reactor->Finish(s), reactor;
+    return FinishCounted(this, reactor, RequestOp::kTouch, start, s);
   }
   if (Status s = ValidateTtl(request->ttl_ms(), "Touch"); !s.ok()) {
-    return reactor->Finish(s), reactor;
+    return FinishCounted(this, reactor, RequestOp::kTouch, start, s);
   }
   auto call = std::make_unique<UnaryCall<v1::TouchResponse>>();
   call->reactor = reactor;
+  call->request_op = RequestOp::kTouch;
+  call->start = start;
   call->response = response;
   call->service = this;
   call->what = "Touch";
@@ -240,6 +279,8 @@ struct MultiCall {
   v1::MultiGetResponse* get_response = nullptr;
   v1::MultiSetResponse* set_response = nullptr;
   size_t count = 0;
+  RequestOp request_op = RequestOp::kMultiGet;
+  RequestStats::Clock::time_point start;
 
   // Called once per op that will not run (rejected at submit or invalid).
   void Settle() {
@@ -271,7 +312,7 @@ struct MultiCall {
         }
       }
     }
-    reactor->Finish(status);
+    FinishCounted(service, reactor, request_op, start, status);
     delete this;
   }
 
@@ -285,21 +326,32 @@ struct MultiCall {
 grpc::ServerUnaryReactor* CacheService::MultiGet(
     grpc::CallbackServerContext* ctx, const v1::MultiGetRequest* request,
     v1::MultiGetResponse* response) {
+  const auto start = RequestStats::Clock::now();
   auto* reactor = ctx->DefaultReactor();
-  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (!ready()) {
+    return FinishCounted(this, reactor, RequestOp::kMultiGet, start,
+                         Unavailable());
+  }
   const size_t n = request->keys_size();
   for (size_t i = 0; i < n; ++i) {
     Status s = ValidateKey(request->keys(static_cast<int>(i)),
                            absl::StrCat("MultiGet item ", i), limits_);
-    if (!s.ok()) return reactor->Finish(s), reactor;
+    if (!s.ok()) {
+      return FinishCounted(this, reactor, RequestOp::kMultiGet, start, s);
+    }
   }
-  if (n == 0) return reactor->Finish(Status::OK), reactor;
+  if (n == 0) {
+    return FinishCounted(this, reactor, RequestOp::kMultiGet, start,
+                         Status::OK);
+  }
 
   auto* call = new MultiCall;
   call->ops = std::make_unique<CacheOp[]>(n);
   call->count = n;
   call->remaining.store(n, std::memory_order_relaxed);
   call->reactor = reactor;
+  call->request_op = RequestOp::kMultiGet;
+  call->start = start;
   call->service = this;
   call->get_response = response;
   const auto deadline = SteadyDeadline(ctx);
@@ -325,16 +377,25 @@ grpc::ServerUnaryReactor* CacheService::MultiGet(
 grpc::ServerUnaryReactor* CacheService::MultiSet(
     grpc::CallbackServerContext* ctx, const v1::MultiSetRequest* request,
     v1::MultiSetResponse* response) {
+  const auto start = RequestStats::Clock::now();
   auto* reactor = ctx->DefaultReactor();
-  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (!ready()) {
+    return FinishCounted(this, reactor, RequestOp::kMultiSet, start,
+                         Unavailable());
+  }
   const size_t n = request->items_size();
-  if (n == 0) return reactor->Finish(Status::OK), reactor;
+  if (n == 0) {
+    return FinishCounted(this, reactor, RequestOp::kMultiSet, start,
+                         Status::OK);
+  }
 
   auto* call = new MultiCall;
   call->ops = std::make_unique<CacheOp[]>(n);
   call->count = n;
   call->remaining.store(n, std::memory_order_relaxed);
   call->reactor = reactor;
+  call->request_op = RequestOp::kMultiSet;
+  call->start = start;
   call->service = this;
   call->set_response = response;
   const auto deadline = SteadyDeadline(ctx);
@@ -371,8 +432,12 @@ grpc::ServerUnaryReactor* CacheService::MultiSet(
 grpc::ServerUnaryReactor* CacheService::Stats(grpc::CallbackServerContext* ctx,
                                               const v1::StatsRequest*,
                                               v1::StatsResponse* response) {
+  const auto start = RequestStats::Clock::now();
   auto* reactor = ctx->DefaultReactor();
-  if (!ready()) return reactor->Finish(Unavailable()), reactor;
+  if (!ready()) {
+    return FinishCounted(this, reactor, RequestOp::kStats, start,
+                         Unavailable());
+  }
   for (const NodeStatsSnapshot& s : engine_->Stats()) {
     v1::NodeStats* n = response->add_nodes();
     n->set_node(s.node);
@@ -387,8 +452,7 @@ grpc::ServerUnaryReactor* CacheService::Stats(grpc::CallbackServerContext* ctx,
     n->set_live_bytes(s.live_bytes);
     n->set_memory_limit_bytes(s.memory_limit_bytes);
   }
-  reactor->Finish(Status::OK);
-  return reactor;
+  return FinishCounted(this, reactor, RequestOp::kStats, start, Status::OK);
 }
 
 namespace {
@@ -421,6 +485,7 @@ class PipelineReactor final
       return;
     }
     auto item = std::make_unique<Item>();
+    item->start = RequestStats::Clock::now();
     item->reactor = this;
     item->request.Swap(&request_);
     item->response.set_id(item->request.id());
@@ -470,6 +535,7 @@ class PipelineReactor final
     v1::PipelineRequest request;
     v1::PipelineResponse response;
     CacheOp op;
+    RequestStats::Clock::time_point start;  // when its read completed
   };
 
   Status Prepare(Item& item) {
@@ -520,6 +586,7 @@ class PipelineReactor final
   // is in flight. Runs on a node worker, or on a gRPC thread for rejections.
   void Complete(Item* item, const Status& status) {
     std::unique_ptr<Item> owned(item);
+    service_->RecordRequest(RequestOp::kPipeline, item->start, status);
     auto resp = std::make_unique<v1::PipelineResponse>();
     resp->Swap(&item->response);
     resp->set_code(static_cast<int>(status.error_code()));
@@ -596,6 +663,8 @@ class PipelineReactor final
 grpc::ServerBidiReactor<v1::PipelineRequest, v1::PipelineResponse>*
 CacheService::Pipeline(grpc::CallbackServerContext* ctx) {
   if (!ready()) {
+    RecordRequest(RequestOp::kPipeline, RequestStats::Clock::now(),
+                  Unavailable());
     class Refuse final : public grpc::ServerBidiReactor<v1::PipelineRequest,
                                                         v1::PipelineResponse> {
      public:

@@ -16,6 +16,7 @@
 #include "engine/furrball/furrball.h"
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "service/dispatcher.h"
+#include "service/request_stats.h"
 #include "service/status_mapping.h"
 
 namespace furrballs::service {
@@ -60,12 +61,25 @@ class CacheService final : public furrballs::v1::Cache::CallbackService {
   Dispatcher* dispatcher() const { return dispatcher_; }
   size_t max_pipeline_in_flight() const { return max_pipeline_in_flight_; }
 
+  // Counts a finished request, from its handler's entry (`start`) to now;
+  // called just before the RPC (or pipelined item) is finished, so a client
+  // that has its answer finds it counted. metrics/ reads the counts.
+  void RecordRequest(RequestOp op, RequestStats::Clock::time_point start,
+                     const grpc::Status& status) const {
+    request_stats_.RecordSince(op, static_cast<int>(status.error_code()),
+                               start);
+  }
+  const RequestStats& request_stats() const { return request_stats_; }
+
  private:
   FurrBall* const engine_;
   Dispatcher* const dispatcher_;
   const Limits limits_;
   const size_t max_pipeline_in_flight_;
   std::atomic<bool> ready_{false};
+  // Mutable like a mutex would be: recording is internally synchronized and
+  // changes nothing a caller of the service can observe.
+  mutable RequestStats request_stats_;
 };
 
 }  // namespace furrballs::service

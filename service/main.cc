@@ -23,6 +23,9 @@
 ABSL_FLAG(std::string, listen_address, "127.0.0.1:50051",
           "host:port for gRPC. Loopback by default; 0.0.0.0:50051 to serve "
           "other hosts.");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+          "host:port serving Prometheus metrics at /metrics; empty disables "
+          "them. Loopback by default.");
 ABSL_FLAG(uint64_t, memory_mb, 256,
           "Value memory budget in MiB over all nodes (a hard limit; metadata "
           "comes on top).");
@@ -88,6 +91,7 @@ bool ApplyEnvironment(std::string* error) {
 absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions o;
   o.listen_address = absl::GetFlag(FLAGS_listen_address);
+  o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   o.engine.memory_budget_bytes = absl::GetFlag(FLAGS_memory_mb) << 20;
   o.engine.page_size_bytes = absl::GetFlag(FLAGS_page_kb) << 10;
   const int simulate = absl::GetFlag(FLAGS_simulate_nodes);

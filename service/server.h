@@ -16,6 +16,7 @@
 
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/options.h"
+#include "metrics/metrics_exporter.h"
 #include "service/cache_service.h"
 #include "service/dispatcher.h"
 
@@ -24,6 +25,12 @@ namespace furrballs::service {
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free port (see Server::port()).
   std::string listen_address = "127.0.0.1:50051";
+  // host:port serving Prometheus metrics at /metrics (docs/metrics.md); port
+  // 0 picks a free port (see Server::metrics_port()). Empty disables it,
+  // which is the default here so that embedded and test servers do not
+  // compete for a port; the binary's --metrics_address defaults to
+  // 127.0.0.1:9464.
+  std::string metrics_address;
   FurrBallOptions engine;
   DispatcherOptions dispatch;
   // Largest request or response message. Must hold a MultiSet of several
@@ -54,6 +61,8 @@ class Server {
   ~Server();
 
   int port() const { return port_; }
+  // The metrics port, or 0 when metrics are disabled.
+  int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   const ServerOptions& options() const { return options_; }
   FurrBall* engine() const { return engine_.get(); }
   Dispatcher* dispatcher() const { return dispatcher_.get(); }
@@ -66,6 +75,9 @@ class Server {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CacheService> service_;
   std::unique_ptr<grpc::Server> server_;
+  // Reads the engine, dispatcher and service at scrape time, so it is
+  // started after them and destroyed before them.
+  std::unique_ptr<metrics::MetricsExporter> metrics_;
   int port_ = 0;
   bool stopped_ = false;
 };
