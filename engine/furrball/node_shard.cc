@@ -404,9 +404,13 @@ Error NodeShard::ReclaimForWriter(uint32_t capacity) {
   }
   const uint32_t recycled = pool_.RecycleDeadPages();
   if (recycled > 0) {
+    sealed_for_reclaim_ = false;
     stats_.Add(Counter::kPagesRecycled, recycled);
     return Error::kOk;
   }
+  // The staging page is emptied by the worker, but a writer that finds it
+  // full of dead or relocatable entries need not wait for the next pass.
+  if (RelocateStaging()) return Error::kOk;
   // Compact without losing data if the sparsest page is worth it (an eighth
   // of it dead: a drain moves its live bytes, so draining a full page would
   // only churn) and fits where relocation can put it.
@@ -416,14 +420,29 @@ Error NodeShard::ReclaimForWriter(uint32_t capacity) {
                                  uint64_t{pool_.free_pages()} * page))) {
     return Error::kOk;
   }
-  if (!config_.eviction_enabled) return Error::kNoMemory;
-  // Whole-page eviction of the sparsest page: bounded work that always
-  // frees a page. It ignores ARC's order, which is why the worker tries to
-  // keep free pages in reserve so that writers rarely come here.
-  if (EvictSparsestPage()) return Error::kOk;
-  // Every candidate page has a write in flight; those finish without
-  // waiting for anything we hold, so trying again makes progress.
-  return Error::kOk;
+  if (config_.eviction_enabled) {
+    // Whole-page eviction of the sparsest page: bounded work that always
+    // frees a page. It ignores ARC's order, which is why the worker tries to
+    // keep free pages in reserve so that writers rarely come here.
+    if (EvictSparsestPage()) return Error::kOk;
+  }
+  uint64_t live = 0;
+  if (pool_.SparsestSealedPage(&live) != kNoPage) {
+    // A candidate exists but has a write in flight (those finish without
+    // waiting for anything we hold), or, with eviction disabled, is not
+    // worth draining.
+    return config_.eviction_enabled ? Error::kOk : Error::kNoMemory;
+  }
+  // No sealed page at all: in a small pool every page can be open (current,
+  // relocation, staging) or the reserve. Seal the current and relocation
+  // pages so that the next round can drain or evict them.
+  if (!sealed_for_reclaim_) {
+    sealed_for_reclaim_ = true;
+    stats_.Add(Counter::kPaddingBytes, pool_.SealOpenPagesForReclaim());
+    return Error::kOk;
+  }
+  sealed_for_reclaim_ = false;
+  return config_.eviction_enabled ? Error::kOk : Error::kNoMemory;
 }
 
 bool NodeShard::DrainSparsest(uint64_t max_live_bytes) {

@@ -265,6 +265,9 @@ class NodeShard {
   Mutex reclaim_mu_;
   // TTL reclamation cursor and whether any TTL was ever set on this node.
   uint32_t ttl_cursor_ ABSL_GUARDED_BY(reclaim_mu_) = 0;
+  // The last in-line reclaim sealed the open pages (ReclaimForWriter): if
+  // that did not help either, the next one gives up.
+  bool sealed_for_reclaim_ ABSL_GUARDED_BY(reclaim_mu_) = false;
   std::atomic<bool> has_ttl_keys_{false};
   // Eviction disabled: keys are admitted while resident keys < max_keys.
   std::atomic<int64_t> resident_keys_{0};

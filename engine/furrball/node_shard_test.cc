@@ -189,6 +189,40 @@ TEST_F(NodeShardTest, WriterWithNoRoomEvictsAWholePageAndNeverFails) {
   ASSERT_TRUE(Get(1999, &v).found) << "the last write is never the victim";
 }
 
+// The smallest pool: current, staging, one reserve and one more page. Every
+// page can end up open or reserved at once; the writer must still find room
+// (eviction on) or fail cleanly and recover after deletes (eviction off).
+TEST_F(NodeShardTest, SmallestPoolNeverWedges) {
+  Open(/*pages=*/PagePool::kMinPages);
+  const size_t kValue = 30000;  // two per page
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_EQ(Set(i, ValueFor(i, kValue)).error, Error::kOk) << i;
+  }
+  std::string v;
+  ASSERT_TRUE(Get(499, &v).found);
+  EXPECT_EQ(v, ValueFor(499, kValue));
+}
+
+TEST_F(NodeShardTest, SmallestPoolWithoutEvictionFailsThenRecovers) {
+  Open(/*pages=*/PagePool::kMinPages, /*eviction=*/false);
+  const size_t kValue = 30000;
+  int stored = 0;
+  while (Set(stored, ValueFor(stored, kValue)).error == Error::kOk) {
+    ++stored;
+    ASSERT_LT(stored, 100);
+  }
+  EXPECT_EQ(Set(stored, ValueFor(stored, kValue)).error, Error::kNoMemory);
+  std::string v;
+  for (int i = 0; i < stored; ++i) {
+    ASSERT_TRUE(Get(i, &v).found) << i;
+  }
+  for (int i = 0; i < stored; ++i) ASSERT_TRUE(Delete(i).deleted);
+  for (int i = 0; i < stored; ++i) {
+    ASSERT_EQ(Set(1000 + i, ValueFor(1000 + i, kValue)).error, Error::kOk)
+        << i;
+  }
+}
+
 TEST_F(NodeShardTest, ExpiredKeysAreReclaimedInTheBackground) {
   Open(/*pages=*/16);
   WriteOptions ttl;

@@ -64,6 +64,9 @@ void PagePool::Open(uint32_t page, PageTier tier) {
 uint64_t PagePool::Seal(uint32_t page) {
   const uint64_t before = pages_[page].state.fetch_and(
       ~PageState::kOpen, std::memory_order_acq_rel);
+  // Sealing a page that is no longer open (already sealed, frozen, or
+  // recycled since the caller looked) changes nothing and wastes nothing.
+  if (!PageState::IsOpen(before)) return 0;
   return page_size_ - PageState::Used(before);
 }
 
@@ -89,7 +92,10 @@ bool PagePool::ReserveOnCurrent(uint32_t capacity, Reservation* out,
   // first so that a value as large as a page always gets its page.
   const bool ok = TryBump(fresh, capacity, out);
   current_.store(fresh, std::memory_order_release);
-  *tail_waste = Seal(current);
+  // A sealed current page may have been recycled by the reclaimer (and even
+  // handed back to us as `fresh`); only a page we did not just open is ours
+  // to seal.
+  if (current != fresh) *tail_waste = Seal(current);
   *source = ReserveSource::kFreshPage;
   return ok;
 }
@@ -203,6 +209,15 @@ bool PagePool::ReserveForRelocation(uint32_t capacity, Reservation* out) {
   relocation_page_ = fresh;
   Open(fresh, PageTier::kCold);
   return TryBump(fresh, capacity, out);
+}
+
+uint64_t PagePool::SealOpenPagesForReclaim() {
+  uint64_t waste = Seal(current_.load(std::memory_order_acquire));
+  if (relocation_page_ != kNoPage) {
+    waste += Seal(relocation_page_);
+    relocation_page_ = kNoPage;
+  }
+  return waste;
 }
 
 uint32_t PagePool::relocation_room() const {

@@ -65,7 +65,7 @@
 // A page can be walked entry by entry (entry.h) whenever it is sealed and
 // pending == 0 (acquire): every reservation then has a complete header.
 //
-// Page roles: `current` is the open HOT page that Sets bump into; the
+// Page roles: `current` is the HOT page that Sets bump into; the
 // staging page (fixed: the pool's last page, as in §2.10.2) is the overflow
 // Sets use when the current page is full and no page is free; the
 // relocation destination is an open COLD page owned by the reclaimer that
@@ -250,6 +250,14 @@ class PagePool {
   // Re-opens the staging page after it was recycled (it never enters the
   // free list: it keeps its designation, §2.10.3).
   void ReopenStaging();
+
+  // Seals the current page and the relocation page so that the reclaimer
+  // may drain or evict them: the last resort of a pool so small that every
+  // page is full and open (current, relocation, staging) or free only as
+  // the relocation reserve. Returns the tail bytes wasted. A sealed current
+  // page stays current until a writer rotates; if it is recycled first,
+  // rotation copes (see ReserveOnCurrent).
+  uint64_t SealOpenPagesForReclaim();
 
   // Reserves on the relocation destination, opening a new COLD page from
   // the free list when the current one is full. False when neither works.
