@@ -26,9 +26,8 @@
 // than the 1-byte CAS that writes the same bytes. ISO C++ does not speak to
 // mixed-size atomics, but GCC and Clang compile both to single aligned
 // instructions, which x86-64 and AArch64 make single-copy atomic, and
-// ThreadSanitizer models both as atomic accesses. cmap_bench's
-// BM_FindGroupLoad measures the cost against a plain `_mm_load_si128`
-// (docs/cmap.md).
+// ThreadSanitizer models both as atomic accesses. cmap_bench's GroupLoad/*
+// benchmarks price them against a plain `_mm_load_si128` (docs/cmap.md).
 #ifndef FURRBALLS_ENGINE_CMAP_INTERNAL_GROUP_H_
 #define FURRBALLS_ENGINE_CMAP_INTERNAL_GROUP_H_
 
