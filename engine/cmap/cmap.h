@@ -120,6 +120,11 @@
 //   R4. acquire fence; s2 = seq load (relaxed). s2 != s1: retry R1.
 //   R5. return the buffer as a Value.
 //
+// Visit runs R1..R4, then the caller's fn on the copy, then another acquire
+// fence and seq load; a changed seq (a writer entered meanwhile) restarts it
+// from the probe. The fence keeps fn's own loads before that seq load, so
+// they all happened while the slot held the value fn was given.
+//
 // What pairs with what:
 //
 //   - R1's acquire load reads some Unlock's release store: the reader sees
@@ -313,6 +318,21 @@ class CMap {
     return Find(hasher_.Hash(key));
   }
 
+  // Runs fn(const Value&) on a consistent copy of the key's value, then
+  // checks that no writer entered the slot while fn ran; if one did, looks
+  // the key up again and reruns fn. So when Visit returns true, everything
+  // fn read happened while the value was the one it was given: a reader can
+  // copy data the value points at (a page entry) and know that the writer
+  // who changes both, under UpdateInPlace, did not interleave. fn must be
+  // repeatable and must make its own reads race-free (atomic loads).
+  // Returns false, without calling fn, if the key is absent.
+  template <typename Fn>
+  bool Visit(const HashPair& h, Fn&& fn) const;
+  template <typename Fn>
+  bool Visit(std::string_view key, Fn&& fn) const {
+    return Visit(hasher_.Hash(key), std::forward<Fn>(fn));
+  }
+
   // Inserts or overwrites. {kOk, true}: inserted; {kOk, false}: overwritten;
   // kAbandonedSet: another writer held the slot (nothing changed; retry);
   // kCacheFull: `capacity` keys are live and this one is not among them.
@@ -427,9 +447,11 @@ class CMap {
                                                  IsKey&& is_key) const;
 
   // Reader steps R1..R4 on slot i. True with the value in `out` iff the slot
-  // held h in one stable state.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ReadIfKey(size_t i, const HashPair& h,
-                                              Words& out) const;
+  // held h in one stable state, whose seq goes to `*stable`.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ReadIfKey(size_t i,
+                                                     const HashPair& h,
+                                                     Words& out,
+                                                     uint64_t* stable) const;
 
   // The insert half of Set, given Probe<true>'s result for an absent key:
   // admission, then Claim.
@@ -577,7 +599,7 @@ auto CMap<Value, GroupImpl>::Probe(const HashPair& h, IsKey&& is_key) const
 
 template <typename Value, typename GroupImpl>
 bool CMap<Value, GroupImpl>::ReadIfKey(size_t i, const HashPair& h,
-                                       Words& out) const {
+                                       Words& out, uint64_t* stable) const {
   const cmap_internal::SlotRef s = slots_[i];
   const uint8_t h2s = cmap_internal::H2Short(h.h2);
   for (cmap_internal::Backoff backoff;; backoff.Wait()) {
@@ -594,17 +616,41 @@ bool CMap<Value, GroupImpl>::ReadIfKey(size_t i, const HashPair& h,
     // R4. The fence pairs with Lock's release fence: if R2..R3 saw any store
     // of a writer still inside, this reload sees its odd seq (or later).
     cmap_internal::AcquireFence();
-    if (s.seq.load(std::memory_order_relaxed) == before) return true;
+    if (s.seq.load(std::memory_order_relaxed) == before) {
+      *stable = before;
+      return true;
+    }
   }
 }
 
 template <typename Value, typename GroupImpl>
 std::optional<Value> CMap<Value, GroupImpl>::Find(const HashPair& h) const {
   Words words;
+  uint64_t stable;
   const ProbeResult r = Probe</*kFindDeleted=*/false>(
-      h, [&](size_t i) { return ReadIfKey(i, h, words); });
+      h, [&](size_t i) { return ReadIfKey(i, h, words, &stable); });
   if (r.match == kNoSlot) return std::nullopt;
   return cmap_internal::FromWords<Value>(words);
+}
+
+template <typename Value, typename GroupImpl>
+template <typename Fn>
+bool CMap<Value, GroupImpl>::Visit(const HashPair& h, Fn&& fn) const {
+  for (;;) {
+    Words words;
+    uint64_t stable;
+    const ProbeResult r = Probe</*kFindDeleted=*/false>(
+        h, [&](size_t i) { return ReadIfKey(i, h, words, &stable); });
+    if (r.match == kNoSlot) return false;
+    const Value value = cmap_internal::FromWords<Value>(words);
+    std::invoke(fn, value);
+    // R4 again, now around fn: the fence keeps fn's loads before the seq
+    // reload. Unchanged seq: no writer entered the slot while fn ran.
+    cmap_internal::AcquireFence();
+    if (slots_[r.match].seq.load(std::memory_order_relaxed) == stable) {
+      return true;
+    }
+  }
 }
 
 template <typename Value, typename GroupImpl>

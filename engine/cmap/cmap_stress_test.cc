@@ -335,6 +335,63 @@ TYPED_TEST(CMapStressTest, SlotHandedBetweenKeysUnderReaders) {
       << "every insert reused the one tombstone";
 }
 
+// Visit's contract: a writer changes a value and the data it describes
+// together under UpdateInPlace (here: eight atomic words outside the map
+// that must all equal the value's version), and readers that copy that data
+// inside Visit never see it disagree with the value.
+TYPED_TEST(CMapStressTest, VisitSeesOutsideDataConsistentWithTheValue) {
+  using Value = typename TypeParam::Value;
+  using Map = typename TypeParam::Map;
+  constexpr int kWrites = 1000000 / kOpsDivisor;
+
+  Map m(16);
+  const HashPair h = StressKey(7, 0);
+  ASSERT_TRUE(m.Set(h, Make<Value>(TagOf(h), 0)).inserted);
+  std::atomic<uint64_t> outside[8] = {};
+
+  Tally t;
+  std::atomic<uint64_t> mismatched{0};
+  std::atomic<bool> writing{true};
+  std::latch start(3);
+  std::thread writer([&] {
+    start.arrive_and_wait();
+    for (int i = 0; i < kWrites; ++i) {
+      const Error err = m.UpdateInPlace(h, [&](Value& v) {
+        v = Make<Value>(TagOf(h), v.version + 1);
+        for (auto& w : outside) w.store(v.version, std::memory_order_relaxed);
+      });
+      if (err != Error::kOk) t.Count(t.unexpected_error);
+    }
+    writing.store(false);
+  });
+  auto reader = [&] {
+    start.arrive_and_wait();
+    while (writing.load()) {
+      bool agree = false;  // the verdict of fn's last run, the validated one
+      const bool found = m.Visit(h, [&](const Value& v) {
+        t.Check(v, h);
+        agree = true;
+        for (auto& w : outside) {
+          agree &= w.load(std::memory_order_relaxed) == v.version;
+        }
+      });
+      if (!found) t.Count(t.unexpected_error);
+      if (!agree) mismatched.fetch_add(1);
+      t.Count(t.hits);
+    }
+  };
+  std::thread r1(reader), r2(reader);
+  writer.join();
+  r1.join();
+  r2.join();
+
+  EXPECT_EQ(t.torn.load(), 0u);
+  EXPECT_EQ(t.foreign.load(), 0u);
+  EXPECT_EQ(t.unexpected_error.load(), 0u);
+  EXPECT_EQ(mismatched.load(), 0u);
+  EXPECT_GT(t.hits.load(), 0u);
+}
+
 // A barrier whose waiters spin (yielding) instead of sleeping, so that the
 // threads of a round start within microseconds of each other and their
 // operations actually overlap.

@@ -174,6 +174,46 @@ TYPED_TEST(CMapTest, UpdateInPlaceRunsFnOnTheValue) {
   EXPECT_TRUE(this->Holds(m, h, 2));
 }
 
+TYPED_TEST(CMapTest, VisitRunsFnOnAStableValue) {
+  typename TestFixture::Map m(100);
+  const HashPair h = Key(3, 3, 1);
+  int calls = 0;
+  EXPECT_FALSE(m.Visit(h, [&](const auto&) { ++calls; }));
+  EXPECT_EQ(calls, 0);
+
+  m.Set(h, this->V(7));
+  uint64_t seen = 0;
+  EXPECT_TRUE(m.Visit(h, [&](const auto& v) {
+    ++calls;
+    seen = v.id;
+  }));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, 7u);
+}
+
+// A write to the slot while fn runs makes Visit run fn again on the new
+// value; an erase makes it report the key absent.
+TYPED_TEST(CMapTest, VisitRerunsFnWhenAWriterInterleaves) {
+  typename TestFixture::Map m(100);
+  const HashPair h = Key(3, 3, 1);
+  m.Set(h, this->V(1));
+  std::vector<uint64_t> seen;
+  EXPECT_TRUE(m.Visit(h, [&](const auto& v) {
+    seen.push_back(v.id);
+    if (seen.size() == 1) {
+      EXPECT_EQ(m.Set(h, this->V(2)).err, Error::kOk);
+    }
+  }));
+  EXPECT_EQ(seen, (std::vector<uint64_t>{1, 2}));
+
+  int calls = 0;
+  EXPECT_FALSE(m.Visit(h, [&](const auto&) {
+    ++calls;
+    EXPECT_EQ(m.FindAndEraseByHash(h).err, Error::kOk);
+  }));
+  EXPECT_EQ(calls, 1);
+}
+
 // While one writer is inside a slot, every other write to it fails fast.
 TYPED_TEST(CMapTest, WritersOfAHeldSlotGetAbandonedSet) {
   typename TestFixture::Map m(100);
