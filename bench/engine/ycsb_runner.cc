@@ -1,10 +1,10 @@
 // bench/engine/ycsb_runner.cc: load, run and measure one cell.
 #include "bench/engine/ycsb_runner.h"
 
-#include <algorithm>
-#include <atomic>
 #include <time.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
