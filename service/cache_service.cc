@@ -539,6 +539,9 @@ class PipelineReactor final
   };
 
   Status Prepare(Item& item) {
+    // A stream opened before a drain began stays open, but its new ops are
+    // refused like new RPCs.
+    if (!service_->ready()) return Unavailable();
     const Limits& limits = service_->limits();
     CacheOp& op = item.op;
     op.deadline = SteadyDeadline(ctx_);

@@ -64,6 +64,11 @@ ABSL_FLAG(uint64_t, keepalive_min_ping_ms, 10000,
           "Clients pinging more often than this are disconnected.");
 ABSL_FLAG(uint64_t, shutdown_deadline_ms, 10000,
           "On SIGTERM/SIGINT, time in-flight RPCs get before cancellation.");
+ABSL_FLAG(uint64_t, shutdown_drain_ms, 0,
+          "On SIGTERM/SIGINT, time health reports NOT_SERVING and new RPCs "
+          "are answered UNAVAILABLE before connections close (0: close at "
+          "once; behind a load balancer, set it above the health-check "
+          "period).");
 
 namespace furrballs::service {
 namespace {
@@ -142,6 +147,8 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
       std::chrono::milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_ms));
   o.shutdown_deadline =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_deadline_ms));
+  o.shutdown_drain =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_drain_ms));
   return o;
 }
 

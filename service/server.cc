@@ -1,5 +1,8 @@
 #include "service/server.h"
 
+#include <chrono>
+#include <thread>
+
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
@@ -63,16 +66,24 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   return server;
 }
 
+void Server::BeginDrain() {
+  if (server_ == nullptr) return;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  service_->SetReady(false);
+}
+
 void Server::Shutdown() {
   if (stopped_ || server_ == nullptr) return;
   stopped_ = true;
-  server_->GetHealthCheckService()->SetServingStatus(false);
+  BeginDrain();
+  if (options_.shutdown_drain.count() > 0) {
+    std::this_thread::sleep_for(options_.shutdown_drain);
+  }
   // In-flight RPCs keep running: the dispatcher still accepts their ops until
   // the gRPC server stopped (its Shutdown waits for every callback RPC to
   // finish, or cancels them at the deadline).
   server_->Shutdown(std::chrono::system_clock::now() +
                     options_.shutdown_deadline);
-  service_->SetReady(false);
   dispatcher_->Stop();
   dispatcher_->WaitIdle();
   server_->Wait();

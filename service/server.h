@@ -45,6 +45,14 @@ struct ServerOptions {
   std::chrono::milliseconds keepalive_min_ping_interval{10000};
   // Time in-flight RPCs get to finish on shutdown before they are cancelled.
   std::chrono::milliseconds shutdown_deadline{10000};
+  // Drain period at the start of Shutdown(): health says NOT_SERVING and
+  // every new RPC (and every new Pipeline op) is answered UNAVAILABLE, while
+  // connections stay open, so that clients and load balancers move away
+  // before the listener closes. RPCs that reach a server whose connections
+  // are already closing can be cancelled by gRPC itself (CANCELLED, never
+  // seen by Furrballs); a drain period longer than the clients' reaction
+  // time avoids that. 0 closes the connections at once.
+  std::chrono::milliseconds shutdown_drain{0};
 };
 
 class Server {
@@ -54,9 +62,15 @@ class Server {
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       const ServerOptions& options);
 
-  // Graceful stop: health NOT_SERVING, stop accepting, let in-flight RPCs
-  // finish until the deadline (then cancel them), drain the node queues, stop
-  // the engine. Idempotent; the destructor calls it.
+  // First step of a graceful stop, also callable on its own: health reports
+  // NOT_SERVING and every RPC that starts from now on is answered UNAVAILABLE;
+  // RPCs already accepted run to completion. Idempotent.
+  void BeginDrain();
+
+  // Graceful stop: BeginDrain(), wait `shutdown_drain`, stop accepting and
+  // close connections, let in-flight RPCs finish until `shutdown_deadline`
+  // (then cancel them), drain the node queues, stop the engine. Idempotent;
+  // the destructor calls it.
   void Shutdown();
   ~Server();
 
