@@ -373,6 +373,15 @@ class CMap {
   // Slots in the table (0 for an inert map).
   size_t slot_count() const { return ok() ? (group_mask_ + 1) * kGroupWidth : 0; }
 
+  // The bytes a map of this capacity takes from its allocator (both
+  // allocations), for callers that budget a node's memory. About 64 bytes per
+  // slot plus, in the split layout, the value; slots are 4/3 to 8/3 times
+  // `capacity`.
+  static size_t BytesFor(size_t capacity) {
+    const size_t groups = GroupsFor(capacity);
+    return CtrlBytesFor(groups) + Slots::BytesFor(groups * kGroupWidth);
+  }
+
  private:
   friend class cmap_internal::CMapTestPeer;
 

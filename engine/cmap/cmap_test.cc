@@ -562,9 +562,11 @@ TYPED_TEST(CMapTest, AgreesWithAReferenceMap) {
   std::vector<uint32_t> expected(groups, 0);
   for (const auto& [id, value] : ref) {
     const HashPair h = key(id);
-    const size_t home = h.h1 & (groups - 1);
     const size_t at = CMapTestPeer::SlotOf(m, h) / kGroupWidth;
-    for (size_t g = home; g != at; g = (g + 1) % groups) ++expected[g];
+    for (cmap_internal::ProbeSeq seq(h.h1, groups - 1); seq.group() != at;
+         seq.Next()) {
+      ++expected[seq.group()];
+    }
   }
   for (size_t g = 0; g < groups; ++g) {
     EXPECT_EQ(CMapTestPeer::Overflow(m, g), expected[g]) << g;
@@ -602,6 +604,7 @@ TYPED_TEST(CMapTest, UsesTheCallersAllocatorForBothArrays) {
     typename TestFixture::Map m(1000, KeyHasher(), counter.Get());
     ASSERT_TRUE(m.ok());
     EXPECT_EQ(counter.allocations, 2);
+    EXPECT_EQ(counter.bytes_live, TestFixture::Map::BytesFor(1000));
     // The slot array alone is at least one cache line per slot.
     EXPECT_GE(counter.bytes_live, m.slot_count() * (kCacheLineSize + 1));
     for (uint64_t i = 0; i < 1000; ++i) m.Set(Key(i, 1, i), this->V(i));
