@@ -21,6 +21,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev
   # A real Prometheus and promtool for the metrics tests (tests/metrics).
   prometheus
+  # The Python client and its tests (clients/python/install_deps.sh adds
+  # grpcio-tools from PyPI for stub generation).
+  python3-grpcio python3-protobuf python3-pip
   # A real multi-node NUMA kernel under QEMU (tests/numa_guest).
   qemu-system-x86 linux-image-amd64 busybox-static cpio
 )
@@ -30,7 +33,18 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
     missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+
+# Tools from other registries, each script idempotent and quiet: grpcurl and
+# ghz from the Go module proxy, grpcio-tools from PyPI.
+install_others() {
+  bash "$root/tools/install_go_tools.sh" || exit 1
+  bash "$root/clients/python/install_deps.sh" || exit 1
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  install_others
+  exit 0
+fi
 
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -50,4 +64,5 @@ if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q \
   echo "setup: could not install: ${still[*]}; see $log" >&2
   exit 1
 fi
+install_others
 echo "setup: done"
