@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
 ABSL_FLAG(uint64_t, memory_mb, 256,
           "Value memory budget in MiB over all nodes (a hard limit; metadata "
           "comes on top).");
+ABSL_FLAG(uint64_t, expected_item_bytes, 256,
+          "Average key + value size the key table is sized for: key slots "
+          "per node = node budget / this. Each slot costs about 100 bytes of "
+          "metadata on top of --memory_mb, so small values cost metadata and "
+          "large ones leave the table half empty; set it near the real mean.");
 ABSL_FLAG(uint64_t, page_kb, 2048,
           "Page size in KiB: the unit of placement, compaction and spill.");
 ABSL_FLAG(int, nodes, 0,
@@ -99,6 +105,12 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   o.engine.memory_budget_bytes = absl::GetFlag(FLAGS_memory_mb) << 20;
   o.engine.page_size_bytes = absl::GetFlag(FLAGS_page_kb) << 10;
+  const uint64_t item_bytes = absl::GetFlag(FLAGS_expected_item_bytes);
+  if (item_bytes < 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--expected_item_bytes=", item_bytes, ": must be at least 16"));
+  }
+  o.engine.expected_entry_bytes = item_bytes;
   const int simulate = absl::GetFlag(FLAGS_simulate_nodes);
   o.engine.simulate_topology = simulate > 0;
   o.engine.node_count = simulate > 0 ? simulate : absl::GetFlag(FLAGS_nodes);
@@ -154,12 +166,15 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
 
 void PrintConfiguration(const Server& server) {
   std::printf("furrballs: effective configuration\n");
+  std::map<std::string, std::string> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (flag->Filename().find("service/main.cc") == std::string::npos) {
       continue;
     }
-    std::printf("  --%s=%s\n", std::string(name).c_str(),
-                flag->CurrentValue().c_str());
+    flags[std::string(name)] = flag->CurrentValue();
+  }
+  for (const auto& [name, value] : flags) {
+    std::printf("  --%s=%s\n", name.c_str(), value.c_str());
   }
   const FurrBall& engine = *server.engine();
   std::printf("furrballs: %d node(s)%s, %zu MiB per node, metadata %zu MiB\n",

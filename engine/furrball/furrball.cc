@@ -158,11 +158,14 @@ class FurrBallImpl final : public FurrBall {
       return ErrorStatus(Error::kInvalidArgument,
                          "too many pages per node; raise page_size_bytes");
     }
-    // The documented default: one key per 128 bytes of pages.
+    // The documented default: one key per expected_entry_bytes of pages.
     const uint64_t max_keys =
         options_.max_keys_per_node != 0
             ? options_.max_keys_per_node
-            : std::max<uint64_t>(pages * page_size / 128, 64);
+            : std::max<uint64_t>(
+                  pages * page_size /
+                      std::max<size_t>(options_.expected_entry_bytes, 1),
+                  64);
 
     jobs_.resize(n);
     for (int i = 0; i < n; ++i) {

@@ -56,10 +56,13 @@ struct FurrBallOptions {
   size_t max_value_bytes = size_t{1} << 20;
 
   // Key slots per node (the hash table's and ARC's capacity). 0 = derived from
-  // the budget assuming an average entry of 128 bytes (at least 64). Each
-  // slot costs about a cache line of metadata (MetadataBytes()), so set it
-  // from the expected value size when values are large.
+  // the budget: node budget / expected_entry_bytes (at least 64). Each slot
+  // costs about a cache line of metadata (MetadataBytes()), so set it from
+  // the expected value size when values are large.
   size_t max_keys_per_node = 0;
+
+  // The mean key + value size the default max_keys_per_node assumes.
+  size_t expected_entry_bytes = 128;
 
   // When false, a write that needs space the cache does not have fails with
   // kNoMemory instead of evicting.
