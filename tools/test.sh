@@ -37,6 +37,16 @@ for phase in "${phases[@]}"; do
     >"$out/$name.log" 2>&1
   rc=$?
   grep -E '^//|^(ERROR|FAIL):' "$out/$name.log" | grep -v 'PASSED' | head -40
+  # For each failed test, the lines that say why (a CI log is all a reader
+  # of a failed run gets).
+  grep -oE '^FAIL: //[^ ]+ \(see [^)]+\)' "$out/$name.log" | head -5 |
+    while read -r _ target _ log; do
+      log=${log%)}
+      [ -f "$log" ] || continue
+      echo "   --- $target:"
+      grep -E -A4 'Failure|FAILED|ERROR|Sanitizer|runtime error|FAIL ' "$log" |
+        head -30 | sed 's/^/   | /'
+    done
   # shellcheck disable=SC2086
   testlogs=$(bazel info $flags bazel-testlogs 2>/dev/null)
   read -r p f < <(python3 tools/count_tests.py "$out/$name.log" "$testlogs")
