@@ -12,6 +12,7 @@
 #include <string>
 
 #include <absl/status/statusor.h>
+#include <grpcpp/impl/service_type.h>
 #include <grpcpp/server.h>
 
 #include "engine/furrball/furrball.h"
@@ -54,6 +55,18 @@ struct ServerOptions {
   // time avoids that. 0 closes the connections at once.
   std::chrono::milliseconds shutdown_drain{0};
 };
+
+// Builds and starts a gRPC server for `service` the way every Furrballs server
+// is built: listening on options.listen_address (plaintext), with the message,
+// stream and keepalive limits of `options`, the grpc.health.v1 service (its
+// statuses are the caller's to set) and server reflection. Server::Start uses it, and so does the benchmark's empty-handler
+// server (bench/service), so that the two differ only in their handlers.
+// Sets *port to the bound port. Returns null if it cannot listen.
+//
+// Enables gRPC's default health service process-wide (a global setting).
+std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
+                                              grpc::Service* service,
+                                              int* port);
 
 class Server {
  public:
