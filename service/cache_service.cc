@@ -8,7 +8,8 @@
 
 #include <absl/base/thread_annotations.h>
 #include <absl/strings/str_cat.h>
-#include <absl/synchronization/mutex.h>
+
+#include "engine/common/sync.h"
 
 namespace furrballs::service {
 namespace {
@@ -477,7 +478,7 @@ class PipelineReactor final
     if (!ok) {
       bool finish = false;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         reads_done_ = true;
         finish = ShouldFinishLocked();
       }
@@ -492,7 +493,7 @@ class PipelineReactor final
     Status s = Prepare(*item);
     bool read_more;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       ++in_flight_;
       read_more = in_flight_ < service_->max_pipeline_in_flight();
       if (!read_more) reading_paused_ = true;
@@ -512,7 +513,7 @@ class PipelineReactor final
     const v1::PipelineResponse* next = nullptr;
     bool finish = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       outbox_.pop_front();
       if (!ok) broken_ = true;  // client went away: drop what is left
       if (broken_) outbox_.clear();
@@ -617,7 +618,7 @@ class PipelineReactor final
     bool resume_read = false;
     bool finish = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       --in_flight_;
       if (reading_paused_ && !reads_done_ &&
           in_flight_ < service_->max_pipeline_in_flight()) {
@@ -651,7 +652,7 @@ class PipelineReactor final
   grpc::CallbackServerContext* const ctx_;
   v1::PipelineRequest request_;  // owned by the outstanding read
 
-  absl::Mutex mu_;
+  Mutex mu_;
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;

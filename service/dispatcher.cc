@@ -29,7 +29,8 @@ struct Dispatcher::NodeQueue {
   Dispatcher* const dispatcher;
   const int node;
 
-  absl::Mutex mu;
+  Mutex mu;
+  CondVar idle;  // signalled when the queue is empty and no drain is scheduled
   CacheOp* head ABSL_GUARDED_BY(mu) = nullptr;
   CacheOp* tail ABSL_GUARDED_BY(mu) = nullptr;
   size_t depth ABSL_GUARDED_BY(mu) = 0;
@@ -91,7 +92,7 @@ Error Dispatcher::Submit(CacheOp* op) {
   NodeQueue& q = *queues_[NodeFor(op->hash)];
   bool schedule = false;
   {
-    absl::MutexLock lock(&q.mu);
+    MutexLock lock(&q.mu);
     if (q.depth >= options_.queue_capacity) {
       ++q.rejected;
       return Error::kQueueFull;
@@ -130,9 +131,10 @@ void Dispatcher::Drain(NodeQueue& q) {
   for (int round = 0;; ++round) {
     size_t n = 0;
     {
-      absl::MutexLock lock(&q.mu);
+      MutexLock lock(&q.mu);
       if (q.head == nullptr) {
         q.drain_scheduled = false;
+        q.idle.SignalAll();
         return;
       }
       if (round == kBatchesPerJob) {
@@ -244,12 +246,8 @@ void Dispatcher::Stop() { stopped_.store(true, std::memory_order_release); }
 
 void Dispatcher::WaitIdle() {
   for (auto& q : queues_) {
-    absl::MutexLock lock(&q->mu);
-    q->mu.Await(absl::Condition(
-        +[](NodeQueue* nq) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return nq->head == nullptr && !nq->drain_scheduled;
-        },
-        q.get()));
+    MutexLock lock(&q->mu);
+    while (q->head != nullptr || q->drain_scheduled) q->idle.Wait(&q->mu);
   }
 }
 
@@ -261,7 +259,7 @@ std::vector<DispatchStats> Dispatcher::Stats() const {
     out[n].ops = q.ops.load(std::memory_order_relaxed);
     out[n].merged_writes = q.merged_writes.load(std::memory_order_relaxed);
     out[n].deadline_expired = q.deadline_expired.load(std::memory_order_relaxed);
-    absl::MutexLock lock(&q.mu);
+    MutexLock lock(&q.mu);
     out[n].rejected_queue_full = q.rejected;
     out[n].queue_depth = q.depth;
   }

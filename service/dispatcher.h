@@ -39,10 +39,10 @@
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
-#include <absl/synchronization/mutex.h>
 
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
+#include "engine/common/sync.h"
 #include "engine/furrball/furrball.h"
 
 namespace furrballs::service {

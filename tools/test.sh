@@ -19,9 +19,9 @@ quick=0
 phases=("default||//...")
 if [ $quick -eq 0 ]; then
   phases+=(
-    "tsan|--config=tsan --test_tag_filters=-numa_guest,-no_tsan|//engine/..."
-    "asan|--config=asan --test_tag_filters=-numa_guest,-no_asan|//engine/..."
-    "ubsan|--config=ubsan --test_tag_filters=-numa_guest|//engine/..."
+    "tsan|--config=tsan --test_tag_filters=-numa_guest,-no_tsan|//engine/... //service:dispatcher_test"
+    "asan|--config=asan --test_tag_filters=-numa_guest,-no_asan|//engine/... //service:dispatcher_test"
+    "ubsan|--config=ubsan --test_tag_filters=-numa_guest|//engine/... //service:dispatcher_test"
   )
 fi
 

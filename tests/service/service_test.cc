@@ -376,8 +376,111 @@ TEST_P(ServiceTest, HotKeyWritesAreLinearizable) {
   EXPECT_EQ(acked.size(), size_t{kThreads} * kWrites);
 }
 
-// Clients keep sending while the server shuts down: every RPC completes with
-// OK or UNAVAILABLE, and nothing hangs.
+// A value that names its key and carries a checksum of its own bytes, so a
+// reader can tell a torn, foreign or corrupted value from a real one.
+std::string SelfValidatingValue(const std::string& key, int writer, int seq) {
+  std::string v = key + "|" + std::to_string(writer) + "|" +
+                  std::to_string(seq) + "|";
+  const size_t payload = 1 + (static_cast<size_t>(writer) * 131 + seq * 17) % 900;
+  for (size_t i = 0; i < payload; ++i) {
+    v.push_back(static_cast<char>('a' + (writer + seq + i) % 26));
+  }
+  uint32_t sum = 0;
+  for (char c : v) sum = sum * 31 + static_cast<unsigned char>(c);
+  return v + "#" + std::to_string(sum);
+}
+
+bool IsValidValueOf(const std::string& key, const std::string& v) {
+  const size_t hash = v.rfind('#');
+  if (hash == std::string::npos || v.compare(0, key.size() + 1, key + "|") != 0) {
+    return false;
+  }
+  uint32_t sum = 0;
+  for (size_t i = 0; i < hash; ++i) sum = sum * 31 + static_cast<unsigned char>(v[i]);
+  return v.substr(hash + 1) == std::to_string(sum);
+}
+
+// Many clients, each on its own connection, mixing Set, Get, Delete and
+// MultiGet over shared keys on every node: every value read is whole and
+// belongs to its key, and per client, a key's versions never go backwards
+// after that client's own acknowledged write.
+TEST_P(ServiceTest, ManyClientsMixedOpsReadOnlyWholeValues) {
+  constexpr int kClients = 8, kOps = 600, kKeys = 64;
+  std::atomic<int> ok_ops{0}, bad_values{0}, errors{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kClients; ++t) {
+    clients.emplace_back([&, t] {
+      grpc::ChannelArguments args;
+      args.SetInt("furrballs.test.client", t);  // a connection of its own
+      auto stub = v1::Cache::NewStub(grpc::CreateCustomChannel(
+          "127.0.0.1:" + std::to_string(server_->port()),
+          grpc::InsecureChannelCredentials(), args));
+      std::map<std::string, uint64_t> my_version;  // after my own Sets
+      uint64_t rng = 0x9E3779B97F4A7C15ull * (t + 1);
+      for (int i = 0; i < kOps; ++i) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        const std::string key = "mix" + std::to_string(rng % kKeys);
+        const int kind = static_cast<int>((rng >> 20) % 10);
+        ClientContext ctx;
+        grpc::Status s;
+        if (kind < 4) {
+          v1::SetRequest req;
+          req.set_key(key);
+          req.set_value(SelfValidatingValue(key, t, i));
+          v1::SetResponse resp;
+          s = stub->Set(&ctx, req, &resp);
+          if (s.ok()) my_version[key] = resp.version();
+        } else if (kind < 8) {
+          v1::GetRequest req;
+          req.set_key(key);
+          v1::GetResponse resp;
+          s = stub->Get(&ctx, req, &resp);
+          if (s.ok() && resp.found()) {
+            if (!IsValidValueOf(key, resp.value())) ++bad_values;
+            auto it = my_version.find(key);
+            if (it != my_version.end() && resp.version() < it->second) {
+              ++bad_values;
+            }
+          }
+        } else if (kind < 9) {
+          v1::DeleteRequest req;
+          req.set_key(key);
+          v1::DeleteResponse resp;
+          s = stub->Delete(&ctx, req, &resp);
+          if (s.ok()) my_version.erase(key);
+        } else {
+          v1::MultiGetRequest req;
+          for (int k = 0; k < 4; ++k) {
+            req.add_keys("mix" + std::to_string((rng >> (8 * k)) % kKeys));
+          }
+          v1::MultiGetResponse resp;
+          s = stub->MultiGet(&ctx, req, &resp);
+          if (s.ok()) {
+            if (resp.results_size() != req.keys_size()) ++bad_values;
+            for (int k = 0; k < resp.results_size(); ++k) {
+              const auto& r = resp.results(k);
+              if (r.found() && !IsValidValueOf(req.keys(k), r.value())) {
+                ++bad_values;
+              }
+            }
+          }
+        }
+        if (s.ok()) {
+          ++ok_ops;
+        } else {
+          ++errors;
+          ADD_FAILURE() << "client " << t << " op " << i << ": "
+                        << s.error_code() << " " << s.error_message();
+        }
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(ok_ops.load(), kClients * kOps);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(bad_values.load(), 0);
+}
+
 // A drain under load: RPCs accepted before it complete, every RPC after it is
 // answered UNAVAILABLE (never dropped, never CANCELLED), health reports
 // NOT_SERVING, and no acknowledged write is lost. Each client stops at its
