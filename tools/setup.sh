@@ -26,6 +26,11 @@ packages=(
   python3-grpcio python3-protobuf python3-pip
   # A real multi-node NUMA kernel under QEMU (tests/numa_guest).
   qemu-system-x86 linux-image-amd64 busybox-static cpio
+  # The peers benchmark (bench/peers, bench/ycsb): the servers compared
+  # against, their C client libraries, redis-benchmark, Maven and a JDK for
+  # the YCSB bindings, and matplotlib for the report's plots.
+  redis-server redis-tools memcached libhiredis-dev libmemcached-dev
+  maven default-jdk-headless python3-matplotlib
 )
 
 missing=()

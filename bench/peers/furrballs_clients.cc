@@ -1,0 +1,227 @@
+// bench/peers/furrballs_clients.cc: the three ways the driver talks to a
+// Furrballs server, all through the project's C++ client (clients/cpp).
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <absl/status/status.h>
+#include <absl/strings/str_cat.h>
+#include <absl/synchronization/blocking_counter.h>
+
+#include "bench/peers/peer_client.h"
+#include "clients/cpp/client.h"
+
+namespace furrballs::bench::peers {
+namespace {
+
+using ::furrballs::client::CallOptions;
+using ::furrballs::client::Client;
+using ::furrballs::client::ClientOptions;
+using ::furrballs::client::Entry;
+
+// Generous deadlines: an overloaded server should show up as latency, not as
+// failed operations.
+constexpr std::chrono::milliseconds kTimeout{10000};
+
+ClientOptions Options() {
+  ClientOptions options;
+  options.default_timeout = kTimeout;
+  return options;
+}
+
+void FinishGet(absl::StatusOr<std::optional<Entry>> result, PeerOp& op) {
+  op.done_ns = NowNs();
+  if (!result.ok()) {
+    op.failed = true;
+    return;
+  }
+  op.ok = result->has_value();
+  if (op.ok) op.value = std::move((*result)->value);
+}
+
+void FinishSet(const absl::Status& status, PeerOp& op) {
+  op.done_ns = NowNs();
+  op.ok = status.ok();
+  op.failed = !status.ok();
+}
+
+absl::Status Connect(Client& client) {
+  absl::Status ready = client.WaitForReady(std::chrono::milliseconds(5000));
+  if (!ready.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("furrballs at ", client.target(), ": ", ready.message()));
+  }
+  return absl::OkStatus();
+}
+
+// Unary Get/Set. A batch of one is a synchronous call; a larger batch starts
+// every call asynchronously and waits for all callbacks.
+class UnaryClient : public PeerClient {
+ public:
+  explicit UnaryClient(const std::string& address) : client_(address, Options()) {}
+
+  absl::Status Init() { return Connect(client_); }
+
+  absl::Status Execute(absl::Span<PeerOp> ops) override {
+    if (ops.size() == 1) {
+      PeerOp& op = ops[0];
+      if (op.type == OpType::kGet) {
+        FinishGet(client_.Get(op.key), op);
+      } else {
+        FinishSet(client_.Set(op.key, op.value).status(), op);
+      }
+      return absl::OkStatus();
+    }
+    absl::BlockingCounter pending(static_cast<int>(ops.size()));
+    for (PeerOp& op : ops) {
+      if (op.type == OpType::kGet) {
+        client_.GetAsync(op.key, [&op, &pending](auto result) {
+          FinishGet(result, op);
+          pending.DecrementCount();
+        });
+      } else {
+        client_.SetAsync(op.key, op.value, {}, [&op, &pending](auto result) {
+          FinishSet(result.status(), op);
+          pending.DecrementCount();
+        });
+      }
+    }
+    pending.Wait();
+    return absl::OkStatus();
+  }
+
+ private:
+  Client client_;
+};
+
+// One Pipeline stream per connection, kept open for the client's lifetime.
+class PipelineClient : public PeerClient {
+ public:
+  explicit PipelineClient(const std::string& address) : client_(address, Options()) {}
+
+  absl::Status Init() {
+    if (absl::Status s = Connect(client_); !s.ok()) return s;
+    pipeline_ = client_.OpenPipeline();
+    return absl::OkStatus();
+  }
+
+  absl::Status Execute(absl::Span<PeerOp> ops) override {
+    absl::BlockingCounter pending(static_cast<int>(ops.size()));
+    for (PeerOp& op : ops) {
+      absl::Status submitted;
+      if (op.type == OpType::kGet) {
+        submitted = pipeline_->Get(op.key, [&op, &pending](auto result) {
+          FinishGet(result, op);
+          pending.DecrementCount();
+        });
+      } else {
+        submitted = pipeline_->Set(op.key, op.value, {},
+                                   [&op, &pending](auto result) {
+                                     FinishSet(result.status(), op);
+                                     pending.DecrementCount();
+                                   });
+      }
+      if (!submitted.ok()) {
+        // The stream has ended; the callbacks already accepted still run.
+        for (PeerOp* rest = &op; rest != ops.data() + ops.size(); ++rest) {
+          rest->failed = true;
+          rest->done_ns = NowNs();
+          pending.DecrementCount();
+        }
+        pending.Wait();
+        return submitted;
+      }
+    }
+    pending.Wait();
+    return absl::OkStatus();
+  }
+
+ private:
+  Client client_;
+  std::unique_ptr<client::Pipeline> pipeline_;
+};
+
+// MultiGet for the batch's reads and MultiSet for its writes, in flight
+// together.
+class MultiClient : public PeerClient {
+ public:
+  explicit MultiClient(const std::string& address) : client_(address, Options()) {}
+
+  absl::Status Init() { return Connect(client_); }
+
+  absl::Status Execute(absl::Span<PeerOp> ops) override {
+    gets_.clear();
+    sets_.clear();
+    get_keys_.clear();
+    set_items_.clear();
+    for (PeerOp& op : ops) {
+      if (op.type == OpType::kGet) {
+        gets_.push_back(&op);
+        get_keys_.push_back(op.key);
+      } else {
+        sets_.push_back(&op);
+        set_items_.push_back({op.key, op.value, {}});
+      }
+    }
+    absl::BlockingCounter pending((gets_.empty() ? 0 : 1) + (sets_.empty() ? 0 : 1));
+    if (!gets_.empty()) {
+      client_.MultiGetAsync(get_keys_, [this, &pending](auto result) {
+        for (size_t i = 0; i < gets_.size(); ++i) {
+          PeerOp& op = *gets_[i];
+          if (!result.ok()) {
+            FinishGet(result.status(), op);
+          } else {
+            FinishGet(std::move((*result)[i]), op);
+          }
+        }
+        pending.DecrementCount();
+      });
+    }
+    if (!sets_.empty()) {
+      client_.MultiSetAsync(set_items_, [this, &pending](auto result) {
+        for (size_t i = 0; i < sets_.size(); ++i) {
+          FinishSet(result.ok() ? (*result)[i].status() : result.status(), *sets_[i]);
+        }
+        pending.DecrementCount();
+      });
+    }
+    pending.Wait();
+    return absl::OkStatus();
+  }
+
+ private:
+  Client client_;
+  std::vector<PeerOp*> gets_;
+  std::vector<PeerOp*> sets_;
+  std::vector<std::string> get_keys_;
+  std::vector<client::SetItem> set_items_;
+};
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<PeerClient>> Make(const std::string& address) {
+  auto client = std::make_unique<T>(address);
+  if (absl::Status s = client->Init(); !s.ok()) return s;
+  return std::unique_ptr<PeerClient>(std::move(client));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsUnaryClient(
+    const std::string& address) {
+  return Make<UnaryClient>(address);
+}
+
+absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsPipelineClient(
+    const std::string& address) {
+  return Make<PipelineClient>(address);
+}
+
+absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsMultiClient(
+    const std::string& address) {
+  return Make<MultiClient>(address);
+}
+
+}  // namespace furrballs::bench::peers

@@ -1,0 +1,206 @@
+// bench/peers/peers_bench.cc: the peers driver. Loads one running server and
+// runs a list of cells against it with one or more backends, printing one JSON
+// object per (cell, backend) line to --out (and a progress line per cell to
+// stderr). bench/peers/run.py starts the servers and calls this once per
+// (system, value size); see docs/peers_bench.md.
+//
+//   peers_bench --backends=redis --address=127.0.0.1:6379 --value_bytes=64
+//     --records=150000 --load --cells=A:zipfian:1:0,C:uniform:16:0,B:zipfian:1:20000
+//
+// A cell is workload:distribution:depth:rate — workload A, B, C, F (YCSB) or
+// S (writes only, for the redis-benchmark check); distribution zipfian or
+// uniform; depth 1 or more; rate 0 for the closed loop, else the open loop's
+// operations per second.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <absl/flags/flag.h>
+#include <absl/flags/parse.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_format.h>
+#include <absl/strings/str_split.h>
+
+#include "bench/peers/peer_client.h"
+#include "bench/peers/peer_loop.h"
+
+ABSL_FLAG(std::string, backends, "furrballs",
+          "Comma-separated backends, each run on every cell: furrballs, "
+          "furrballs_pipeline, furrballs_multi, redis, memcached.");
+ABSL_FLAG(std::string, address, "127.0.0.1:50051", "The server's host:port.");
+ABSL_FLAG(std::string, system, "", "Name of the system in the output (default: the backend).");
+ABSL_FLAG(int, server_pid, 0, "If > 0, the server's pid: its VmRSS is reported per cell.");
+ABSL_FLAG(uint64_t, records, 150000, "Records (keys) in the data set.");
+ABSL_FLAG(uint64_t, key_bytes, 24, "Key length.");
+ABSL_FLAG(uint64_t, value_bytes, 64, "Value length.");
+ABSL_FLAG(int, threads, 4, "Client threads, one connection each.");
+ABSL_FLAG(bool, load, true, "Load every record (with the first backend) before the cells.");
+ABSL_FLAG(std::string, cells, "A:zipfian:1:0", "Comma-separated cells (see the file comment).");
+ABSL_FLAG(double, seconds, 5, "Measured seconds per cell.");
+ABSL_FLAG(double, warmup_seconds, 1, "Unmeasured seconds before each cell.");
+ABSL_FLAG(double, zipf_theta, 0.99, "Zipfian constant.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of the key and operation choices.");
+ABSL_FLAG(std::string, out, "", "Append JSON lines here (default: stdout).");
+
+namespace furrballs::bench::peers {
+namespace {
+
+struct CellText {
+  std::string text;
+  PeerCellSpec spec;
+};
+
+absl::StatusOr<CellText> ParseCell(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  if (parts.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cell '", text, "' is not workload:distribution:depth:rate"));
+  }
+  CellText cell{text, {}};
+  if (parts[0] == "S" || parts[0] == "s") {
+    cell.spec.workload = WorkloadMix{'S', 0.0, false};
+  } else {
+    absl::StatusOr<WorkloadMix> mix = ParseWorkload(parts[0]);
+    if (!mix.ok()) return mix.status();
+    cell.spec.workload = *mix;
+  }
+  absl::StatusOr<Distribution> d = ParseDistribution(parts[1]);
+  if (!d.ok()) return d.status();
+  cell.spec.distribution = *d;
+  if (!absl::SimpleAtoi(parts[2], &cell.spec.depth) || cell.spec.depth < 1 ||
+      !absl::SimpleAtod(parts[3], &cell.spec.target_ops_per_second)) {
+    return absl::InvalidArgumentError(absl::StrCat("cell '", text, "': bad depth or rate"));
+  }
+  return cell;
+}
+
+int64_t ProcessRssBytes(int pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    int64_t kib = 0;
+    for (char c : line) {
+      if (c >= '0' && c <= '9') kib = kib * 10 + (c - '0');
+    }
+    return kib * 1024;
+  }
+  return -1;
+}
+
+std::string LatencyJson(const char* name, const LatencyHistogram& h) {
+  return absl::StrFormat(
+      "\"%s_count\":%d,\"%s_p50_us\":%.2f,\"%s_p99_us\":%.2f,\"%s_p999_us\":%.2f", name,
+      h.count(), name, h.Percentile(0.5) / 1e3, name, h.Percentile(0.99) / 1e3, name,
+      h.Percentile(0.999) / 1e3);
+}
+
+int Main() {
+  std::vector<CellText> cells;
+  const std::vector<std::string> cell_texts =
+      absl::StrSplit(absl::GetFlag(FLAGS_cells), ',', absl::SkipEmpty());
+  for (const std::string& text : cell_texts) {
+    absl::StatusOr<CellText> cell = ParseCell(text);
+    if (!cell.ok()) {
+      std::fprintf(stderr, "peers_bench: %s\n", std::string(cell.status().message()).c_str());
+      return 2;
+    }
+    cell->spec.records = absl::GetFlag(FLAGS_records);
+    cell->spec.key_bytes = absl::GetFlag(FLAGS_key_bytes);
+    cell->spec.value_bytes = absl::GetFlag(FLAGS_value_bytes);
+    cell->spec.threads = absl::GetFlag(FLAGS_threads);
+    cell->spec.seconds = absl::GetFlag(FLAGS_seconds);
+    cell->spec.warmup_seconds = absl::GetFlag(FLAGS_warmup_seconds);
+    cell->spec.zipf_theta = absl::GetFlag(FLAGS_zipf_theta);
+    cell->spec.seed = absl::GetFlag(FLAGS_seed);
+    cells.push_back(*std::move(cell));
+  }
+  const std::vector<std::string> backends =
+      absl::StrSplit(absl::GetFlag(FLAGS_backends), ',', absl::SkipEmpty());
+  if (backends.empty()) {
+    std::fprintf(stderr, "peers_bench: --backends is empty\n");
+    return 2;
+  }
+  const std::string address = absl::GetFlag(FLAGS_address);
+  const int pid = absl::GetFlag(FLAGS_server_pid);
+  const std::string out_path = absl::GetFlag(FLAGS_out);
+  std::FILE* out = out_path.empty() ? stdout : std::fopen(out_path.c_str(), "a");
+  if (out == nullptr) {
+    std::fprintf(stderr, "peers_bench: cannot open %s\n", out_path.c_str());
+    return 1;
+  }
+
+  if (absl::GetFlag(FLAGS_load)) {
+    const std::string& backend = backends.front();
+    const uint64_t start = NowNs();
+    absl::StatusOr<uint64_t> failed = LoadRecords(
+        [&] { return MakePeerClient(backend, address); }, absl::GetFlag(FLAGS_records),
+        absl::GetFlag(FLAGS_key_bytes), absl::GetFlag(FLAGS_value_bytes),
+        absl::GetFlag(FLAGS_threads), 16);
+    if (!failed.ok()) {
+      std::fprintf(stderr, "peers_bench: load: %s\n",
+                   std::string(failed.status().message()).c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "peers_bench: loaded %llu records via %s in %.1f s (%llu failed)\n",
+                 static_cast<unsigned long long>(absl::GetFlag(FLAGS_records)),
+                 backend.c_str(), (NowNs() - start) * 1e-9,
+                 static_cast<unsigned long long>(*failed));
+  }
+
+  const std::string system_flag = absl::GetFlag(FLAGS_system);
+  for (const CellText& cell : cells) {
+    for (const std::string& backend : backends) {
+      absl::StatusOr<PeerCellResult> r =
+          RunPeerCell([&] { return MakePeerClient(backend, address); }, cell.spec);
+      if (!r.ok()) {
+        std::fprintf(stderr, "peers_bench: %s %s: %s\n", backend.c_str(),
+                     cell.text.c_str(), std::string(r.status().message()).c_str());
+        return 1;
+      }
+      const PeerCellSpec& s = cell.spec;
+      const std::string line = absl::StrCat(
+          "{",
+          absl::StrFormat(
+              "\"system\":\"%s\",\"backend\":\"%s\",\"workload\":\"%c\","
+              "\"distribution\":\"%s\",\"depth\":%d,\"loop\":\"%s\","
+              "\"target_ops_per_second\":%.0f,\"value_bytes\":%d,\"key_bytes\":%d,"
+              "\"records\":%d,\"threads\":%d,",
+              system_flag.empty() ? backend : system_flag, backend, s.workload.name,
+              DistributionName(s.distribution), s.depth,
+              s.target_ops_per_second > 0 ? "open" : "closed", s.target_ops_per_second,
+              s.value_bytes, s.key_bytes, s.records, s.threads),
+          absl::StrFormat(
+              "\"ops\":%d,\"seconds\":%.3f,\"ops_per_second\":%.1f,\"reads\":%d,"
+              "\"read_hits\":%d,\"hit_ratio\":%.5f,\"fills\":%d,\"failed\":%d,"
+              "\"bad_values\":%d,\"server_rss_bytes\":%d,",
+              r->ops, r->seconds, r->ops_per_second, r->reads, r->read_hits,
+              r->HitRatio(), r->fills, r->failed, r->bad_values,
+              pid > 0 ? ProcessRssBytes(pid) : -1),
+          LatencyJson("read", r->read_latency), ",",
+          LatencyJson("update", r->update_latency), ",",
+          LatencyJson("rmw", r->rmw_latency), "}\n");
+      std::fputs(line.c_str(), out);
+      std::fflush(out);
+      std::fprintf(stderr,
+                   "peers_bench: %-18s %-20s %9.0f ops/s  read p50 %.1f us p99 %.1f us  "
+                   "hit %.3f  failed %llu\n",
+                   backend.c_str(), cell.text.c_str(), r->ops_per_second,
+                   r->read_latency.Percentile(0.5) / 1e3,
+                   r->read_latency.Percentile(0.99) / 1e3, r->HitRatio(),
+                   static_cast<unsigned long long>(r->failed));
+    }
+  }
+  if (out != stdout) std::fclose(out);
+  return 0;
+}
+
+}  // namespace
+}  // namespace furrballs::bench::peers
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return furrballs::bench::peers::Main();
+}
