@@ -40,10 +40,12 @@ for p in "${packages[@]}"; do
 done
 
 # Tools from other registries, each script idempotent and quiet: grpcurl and
-# ghz from the Go module proxy, grpcio-tools from PyPI.
+# ghz from the Go module proxy, grpcio-tools from PyPI, the Go modules of the
+# deployment test (tests/deploy).
 install_others() {
   bash "$root/tools/install_go_tools.sh" || exit 1
   bash "$root/clients/python/install_deps.sh" || exit 1
+  bash "$root/tests/deploy/fetch_modules.sh" || exit 1
 }
 
 if [ ${#missing[@]} -eq 0 ]; then

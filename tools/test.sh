@@ -67,6 +67,29 @@ for phase in "${phases[@]}"; do
   total_pass=$((total_pass + p))
   total_fail=$((total_fail + f))
 done
+
+# The deployment test (tests/deploy, Go): builds the kustomizations in
+# deploy/ and decodes them strictly, and starts the server built above with
+# each pod's flag file. Its cases count like Bazel's.
+echo "== deploy: go test ./... in tests/deploy"
+start=$SECONDS
+server="$(bazel info bazel-bin 2>/dev/null)/service/furrballs_server"
+if [ ! -x "$server" ]; then
+  bazel build //service:furrballs_server >"$out/deploy_build.log" 2>&1 ||
+    tail -20 "$out/deploy_build.log"
+fi
+(cd tests/deploy && FURRBALLS_SERVER="$server" GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+  go test -json -count=1 ./... >"$out/deploy.json" 2>"$out/deploy.err")
+rc=$?
+read -r p f < <(python3 tests/deploy/go_test_counts.py "$out/deploy.json")
+if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+  echo "   go test exited with $rc:"
+  tail -20 "$out/deploy.err"
+  f=1
+fi
+echo "   deploy: $p passed, $f failed ($((SECONDS - start)) s)"
+total_pass=$((total_pass + p))
+total_fail=$((total_fail + f))
 rm -rf "$out"
 
 echo "${total_pass} passed, ${total_fail} failed"

@@ -1,0 +1,146 @@
+package deploy
+
+// Runs the built server (FURRBALLS_SERVER) with each build's flag file, as
+// the pod would, and checks what only the real process can tell: that it
+// accepts every flag and starts, how much memory its key metadata takes for
+// the configured --expected_item_bytes (so that the pod's memory limit
+// holds), and that SIGTERM brings it down within the pod's grace period.
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The memory budget the test starts each configuration with: small enough
+// for CI, large enough that the metadata line has a few MiB of precision.
+const probeMemoryMB = 256
+
+var (
+	servingLine  = regexp.MustCompile(`serving furrballs\.v1\.Cache on 127\.0\.0\.1:(\d+)`)
+	metadataLine = regexp.MustCompile(`(\d+) MiB per node, metadata (\d+) MiB`)
+)
+
+func TestFlagFilesStartTheServer(t *testing.T) {
+	server := os.Getenv("FURRBALLS_SERVER")
+	if server == "" {
+		t.Skip("FURRBALLS_SERVER is not set; tools/test.sh sets it to the built //service:furrballs_server")
+	}
+	flags := serverFlags(t)
+	for _, dir := range furrballsBuilds {
+		t.Run(strings.ReplaceAll(dir, "/", "_"), func(t *testing.T) {
+			objs := build(t, dir)
+			sts := objs.StatefulSets[0]
+			c := &sts.Spec.Template.Spec.Containers[0]
+			effective, _ := effectiveFlags(t, objs, c, &sts.Spec.Template.Spec, flags)
+			var flagFile string
+			for name, cm := range objs.ConfigMaps {
+				if strings.HasPrefix(name, "furrballs-flags") {
+					flagFile = cm.Data["flags"]
+				}
+			}
+			path := filepath.Join(t.TempDir(), "flags")
+			if err := os.WriteFile(path, []byte(flagFile), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Loopback on a free port, no metrics listener, a small budget;
+			// every other flag comes from the pod's flag file.
+			cmd := exec.Command(server, "--flagfile="+path, "--listen_address=127.0.0.1:0",
+				"--metrics_address=", "--memory_mb="+strconv.Itoa(probeMemoryMB))
+			cmd.Env = os.Environ()
+			if _, ok := flags["data_dir"]; ok {
+				cmd.Env = append(cmd.Env, "FURRBALLS_DATA_DIR="+t.TempDir())
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = cmd.Stdout
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+
+			lines := make(chan string, 100)
+			go func() {
+				scanner := bufio.NewScanner(stdout)
+				for scanner.Scan() {
+					lines <- scanner.Text()
+				}
+				close(lines)
+			}()
+			var output []string
+			var metadataMiB, nodeMiB uint64
+			started := false
+			timeout := time.After(60 * time.Second)
+			for !started {
+				select {
+				case line, ok := <-lines:
+					if !ok {
+						t.Fatalf("the server exited before serving with %s's flags:\n%s", dir, strings.Join(output, "\n"))
+					}
+					output = append(output, line)
+					if m := metadataLine.FindStringSubmatch(line); m != nil {
+						nodeMiB, _ = strconv.ParseUint(m[1], 10, 64)
+						metadataMiB, _ = strconv.ParseUint(m[2], 10, 64)
+					}
+					started = servingLine.MatchString(line)
+				case <-timeout:
+					t.Fatalf("the server did not serve within 60 s:\n%s", strings.Join(output, "\n"))
+				}
+			}
+			if nodeMiB == 0 || metadataMiB == 0 {
+				t.Errorf("no \"N MiB per node, metadata M MiB\" line in:\n%s", strings.Join(output, "\n"))
+			}
+
+			// Metadata scales with the budget (slots = budget / item
+			// size), so this run's ratio holds for the pod's budget.
+			memoryMB, _ := strconv.ParseUint(effective["memory_mb"], 10, 64)
+			need := (memoryMB+memoryMB*metadataMiB/probeMemoryMB)<<20 + processHeadroom
+			limit := c.Resources.Limits[corev1.ResourceMemory]
+			t.Logf("%s: --memory_mb=%d --expected_item_bytes=%s: metadata %d MiB per %d MiB of budget; needs %d MiB, limit %s",
+				dir, memoryMB, effective["expected_item_bytes"], metadataMiB, probeMemoryMB, need>>20, limit.String())
+			if uint64(limit.Value()) < need {
+				t.Errorf("%s: memory limit %s < --memory_mb=%d MiB + measured metadata + %d MiB = %d MiB",
+					dir, limit.String(), memoryMB, processHeadroom>>20, need>>20)
+			}
+
+			// SIGTERM: drain, deadline, exit 0, all inside what the pod
+			// grants after its preStop hook.
+			grace := time.Duration(*sts.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
+			if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+				grace -= time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+			}
+			begin := time.Now()
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for line := range lines {
+					output = append(output, line)
+				}
+			}()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				took := time.Since(begin)
+				t.Logf("%s: stopped %.1f s after SIGTERM (grace after preStop: %s)", dir, took.Seconds(), grace)
+				if err != nil {
+					t.Errorf("the server exited with %v after SIGTERM", err)
+				}
+			case <-time.After(grace):
+				t.Errorf("%s: the server was still running %s after SIGTERM; the kubelet would SIGKILL it", dir, grace)
+			}
+		})
+	}
+}
