@@ -1,16 +1,20 @@
-// bench/peers/peers_bench.cc: the peers driver. Loads one running server and
-// runs a list of cells against it with one or more backends, printing one JSON
-// object per (cell, backend) line to --out (and a progress line per cell to
-// stderr). bench/peers/run.py starts the servers and calls this once per
-// (system, value size); see docs/peers_bench.md.
+// bench/peers/peers_bench.cc: the peers driver. Loads running servers and
+// runs a list of cells against them, printing one JSON object per
+// (round, cell, target) line to --out and a progress line per run to stderr.
+// Targets are interleaved inside every cell (all systems run cell 1, then all
+// run cell 2, ...) so that drift in a shared machine's load hits them alike.
+// bench/peers/run.py starts the servers and calls this; see
+// docs/peers_bench.md.
 //
-//   peers_bench --backends=redis --address=127.0.0.1:6379 --value_bytes=64
-//     --records=150000 --load --cells=A:zipfian:1:0,C:uniform:16:0,B:zipfian:1:20000
+//   peers_bench --targets=redis@127.0.0.1:6379@4242,memcached@127.0.0.1:11211
+//     --value_bytes=64 --records=150000 --cells=A:zipfian:1:0,B:zipfian:1:20000
 //
+// A target is backend@host:port[@server pid] (the pid's VmRSS is reported).
 // A cell is workload:distribution:depth:rate — workload A, B, C, F (YCSB) or
 // S (writes only, for the redis-benchmark check); distribution zipfian or
 // uniform; depth 1 or more; rate 0 for the closed loop, else the open loop's
 // operations per second.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -26,17 +30,17 @@
 #include "bench/peers/peer_client.h"
 #include "bench/peers/peer_loop.h"
 
-ABSL_FLAG(std::string, backends, "furrballs",
-          "Comma-separated backends, each run on every cell: furrballs, "
+ABSL_FLAG(std::string, targets, "furrballs@127.0.0.1:50051",
+          "Comma-separated backend@host:port[@pid]; backends: furrballs, "
           "furrballs_pipeline, furrballs_multi, redis, memcached.");
-ABSL_FLAG(std::string, address, "127.0.0.1:50051", "The server's host:port.");
-ABSL_FLAG(std::string, system, "", "Name of the system in the output (default: the backend).");
-ABSL_FLAG(int, server_pid, 0, "If > 0, the server's pid: its VmRSS is reported per cell.");
+ABSL_FLAG(int, rounds, 1, "Times the whole cell list is run.");
 ABSL_FLAG(uint64_t, records, 150000, "Records (keys) in the data set.");
 ABSL_FLAG(uint64_t, key_bytes, 24, "Key length.");
 ABSL_FLAG(uint64_t, value_bytes, 64, "Value length.");
 ABSL_FLAG(int, threads, 4, "Client threads, one connection each.");
-ABSL_FLAG(bool, load, true, "Load every record (with the first backend) before the cells.");
+ABSL_FLAG(bool, load, true,
+          "Load every record into each server (through the first target that "
+          "names its address) before the cells.");
 ABSL_FLAG(std::string, cells, "A:zipfian:1:0", "Comma-separated cells (see the file comment).");
 ABSL_FLAG(double, seconds, 5, "Measured seconds per cell.");
 ABSL_FLAG(double, warmup_seconds, 1, "Unmeasured seconds before each cell.");
@@ -46,6 +50,25 @@ ABSL_FLAG(std::string, out, "", "Append JSON lines here (default: stdout).");
 
 namespace furrballs::bench::peers {
 namespace {
+
+struct Target {
+  std::string backend;
+  std::string address;
+  int pid = 0;
+};
+
+absl::StatusOr<Target> ParseTarget(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, '@');
+  Target t;
+  if (parts.size() < 2 || parts.size() > 3 ||
+      (parts.size() == 3 && !absl::SimpleAtoi(parts[2], &t.pid))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target '", text, "' is not backend@host:port[@pid]"));
+  }
+  t.backend = parts[0];
+  t.address = parts[1];
+  return t;
+}
 
 struct CellText {
   std::string text;
@@ -117,14 +140,21 @@ int Main() {
     cell->spec.seed = absl::GetFlag(FLAGS_seed);
     cells.push_back(*std::move(cell));
   }
-  const std::vector<std::string> backends =
-      absl::StrSplit(absl::GetFlag(FLAGS_backends), ',', absl::SkipEmpty());
-  if (backends.empty()) {
-    std::fprintf(stderr, "peers_bench: --backends is empty\n");
+  std::vector<Target> targets;
+  const std::vector<std::string> target_texts =
+      absl::StrSplit(absl::GetFlag(FLAGS_targets), ',', absl::SkipEmpty());
+  for (const std::string& text : target_texts) {
+    absl::StatusOr<Target> t = ParseTarget(text);
+    if (!t.ok()) {
+      std::fprintf(stderr, "peers_bench: %s\n", std::string(t.status().message()).c_str());
+      return 2;
+    }
+    targets.push_back(*t);
+  }
+  if (targets.empty()) {
+    std::fprintf(stderr, "peers_bench: --targets is empty\n");
     return 2;
   }
-  const std::string address = absl::GetFlag(FLAGS_address);
-  const int pid = absl::GetFlag(FLAGS_server_pid);
   const std::string out_path = absl::GetFlag(FLAGS_out);
   std::FILE* out = out_path.empty() ? stdout : std::fopen(out_path.c_str(), "a");
   if (out == nullptr) {
@@ -133,64 +163,72 @@ int Main() {
   }
 
   if (absl::GetFlag(FLAGS_load)) {
-    const std::string& backend = backends.front();
-    const uint64_t start = NowNs();
-    absl::StatusOr<uint64_t> failed = LoadRecords(
-        [&] { return MakePeerClient(backend, address); }, absl::GetFlag(FLAGS_records),
-        absl::GetFlag(FLAGS_key_bytes), absl::GetFlag(FLAGS_value_bytes),
-        absl::GetFlag(FLAGS_threads), 16);
-    if (!failed.ok()) {
-      std::fprintf(stderr, "peers_bench: load: %s\n",
-                   std::string(failed.status().message()).c_str());
-      return 1;
-    }
-    std::fprintf(stderr, "peers_bench: loaded %llu records via %s in %.1f s (%llu failed)\n",
-                 static_cast<unsigned long long>(absl::GetFlag(FLAGS_records)),
-                 backend.c_str(), (NowNs() - start) * 1e-9,
-                 static_cast<unsigned long long>(*failed));
-  }
-
-  const std::string system_flag = absl::GetFlag(FLAGS_system);
-  for (const CellText& cell : cells) {
-    for (const std::string& backend : backends) {
-      absl::StatusOr<PeerCellResult> r =
-          RunPeerCell([&] { return MakePeerClient(backend, address); }, cell.spec);
-      if (!r.ok()) {
-        std::fprintf(stderr, "peers_bench: %s %s: %s\n", backend.c_str(),
-                     cell.text.c_str(), std::string(r.status().message()).c_str());
+    std::vector<std::string> loaded;
+    for (const Target& target : targets) {
+      if (std::find(loaded.begin(), loaded.end(), target.address) != loaded.end()) continue;
+      loaded.push_back(target.address);
+      const uint64_t start = NowNs();
+      absl::StatusOr<uint64_t> failed = LoadRecords(
+          [&] { return MakePeerClient(target.backend, target.address); },
+          absl::GetFlag(FLAGS_records), absl::GetFlag(FLAGS_key_bytes),
+          absl::GetFlag(FLAGS_value_bytes), absl::GetFlag(FLAGS_threads), 16);
+      if (!failed.ok()) {
+        std::fprintf(stderr, "peers_bench: load %s: %s\n", target.address.c_str(),
+                     std::string(failed.status().message()).c_str());
         return 1;
       }
-      const PeerCellSpec& s = cell.spec;
-      const std::string line = absl::StrCat(
-          "{",
-          absl::StrFormat(
-              "\"system\":\"%s\",\"backend\":\"%s\",\"workload\":\"%c\","
-              "\"distribution\":\"%s\",\"depth\":%d,\"loop\":\"%s\","
-              "\"target_ops_per_second\":%.0f,\"value_bytes\":%d,\"key_bytes\":%d,"
-              "\"records\":%d,\"threads\":%d,",
-              system_flag.empty() ? backend : system_flag, backend, s.workload.name,
-              DistributionName(s.distribution), s.depth,
-              s.target_ops_per_second > 0 ? "open" : "closed", s.target_ops_per_second,
-              s.value_bytes, s.key_bytes, s.records, s.threads),
-          absl::StrFormat(
-              "\"ops\":%d,\"seconds\":%.3f,\"ops_per_second\":%.1f,\"reads\":%d,"
-              "\"read_hits\":%d,\"hit_ratio\":%.5f,\"fills\":%d,\"failed\":%d,"
-              "\"bad_values\":%d,\"server_rss_bytes\":%d,",
-              r->ops, r->seconds, r->ops_per_second, r->reads, r->read_hits,
-              r->HitRatio(), r->fills, r->failed, r->bad_values,
-              pid > 0 ? ProcessRssBytes(pid) : -1),
-          LatencyJson("read", r->read_latency), ",",
-          LatencyJson("update", r->update_latency), ",",
-          LatencyJson("rmw", r->rmw_latency), "}\n");
-      std::fputs(line.c_str(), out);
-      std::fflush(out);
       std::fprintf(stderr,
-                   "peers_bench: %-18s %-20s %9.0f ops/s  read p50 %.1f us p99 %.1f us  "
-                   "hit %.3f  failed %llu\n",
-                   backend.c_str(), cell.text.c_str(), r->ops_per_second,
-                   r->read_latency.Percentile(0.5) / 1e3,
-                   r->read_latency.Percentile(0.99) / 1e3, r->HitRatio(),
-                   static_cast<unsigned long long>(r->failed));
+                   "peers_bench: loaded %llu records into %s via %s in %.1f s "
+                   "(%llu failed)\n",
+                   static_cast<unsigned long long>(absl::GetFlag(FLAGS_records)),
+                   target.address.c_str(), target.backend.c_str(),
+                   (NowNs() - start) * 1e-9, static_cast<unsigned long long>(*failed));
+    }
+  }
+
+  const int rounds = absl::GetFlag(FLAGS_rounds);
+  for (int round = 0; round < rounds; ++round) {
+    for (const CellText& cell : cells) {
+      for (const Target& target : targets) {
+        absl::StatusOr<PeerCellResult> r = RunPeerCell(
+            [&] { return MakePeerClient(target.backend, target.address); }, cell.spec);
+        if (!r.ok()) {
+          std::fprintf(stderr, "peers_bench: %s %s: %s\n", target.backend.c_str(),
+                       cell.text.c_str(), std::string(r.status().message()).c_str());
+          return 1;
+        }
+        const PeerCellSpec& s = cell.spec;
+        const std::string line = absl::StrCat(
+            "{",
+            absl::StrFormat(
+                "\"backend\":\"%s\",\"round\":%d,\"workload\":\"%c\","
+                "\"distribution\":\"%s\",\"depth\":%d,\"loop\":\"%s\","
+                "\"target_ops_per_second\":%.0f,\"value_bytes\":%d,\"key_bytes\":%d,"
+                "\"records\":%d,\"threads\":%d,",
+                target.backend, round, s.workload.name, DistributionName(s.distribution),
+                s.depth, s.target_ops_per_second > 0 ? "open" : "closed",
+                s.target_ops_per_second, s.value_bytes, s.key_bytes, s.records,
+                s.threads),
+            absl::StrFormat(
+                "\"ops\":%d,\"seconds\":%.3f,\"ops_per_second\":%.1f,\"reads\":%d,"
+                "\"read_hits\":%d,\"hit_ratio\":%.5f,\"fills\":%d,\"failed\":%d,"
+                "\"bad_values\":%d,\"server_rss_bytes\":%d,",
+                r->ops, r->seconds, r->ops_per_second, r->reads, r->read_hits,
+                r->HitRatio(), r->fills, r->failed, r->bad_values,
+                target.pid > 0 ? ProcessRssBytes(target.pid) : -1),
+            LatencyJson("read", r->read_latency), ",",
+            LatencyJson("update", r->update_latency), ",",
+            LatencyJson("rmw", r->rmw_latency), "}\n");
+        std::fputs(line.c_str(), out);
+        std::fflush(out);
+        std::fprintf(stderr,
+                     "peers_bench: %-18s %-20s %9.0f ops/s  read p50 %.1f us p99 %.1f us"
+                     "  hit %.3f  failed %llu\n",
+                     target.backend.c_str(), cell.text.c_str(), r->ops_per_second,
+                     r->read_latency.Percentile(0.5) / 1e3,
+                     r->read_latency.Percentile(0.99) / 1e3, r->HitRatio(),
+                     static_cast<unsigned long long>(r->failed));
+      }
     }
   }
   if (out != stdout) std::fclose(out);

@@ -1,0 +1,844 @@
+#!/usr/bin/env python3
+"""The peers benchmark: Furrballs against Redis 7 and memcached 1.6 on loopback.
+
+bench/peers/run.sh is the entry point (it installs, builds, then runs this).
+This script starts every server with the same memory budget, drives them with
+our C++ driver (//bench/peers:peers_bench), with YCSB 0.17.0 through the
+bindings in bench/ycsb, and with redis-benchmark (to validate the driver); it
+measures the gRPC transport limit with ghz against Furrballs Get and against
+//bench/service:empty_server; it stops everything and writes
+bench/results/<date>-<host>/ with report.md, the raw data and PNG plots.
+
+Every server it starts is its own child process, stopped by pid at the end,
+also on failure or Ctrl-C. Method and settings: docs/peers_bench.md.
+"""
+
+import argparse
+import base64
+import csv
+import datetime
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+YCSB_DIR = os.path.join(ROOT, "bench", "ycsb")
+
+# One memory budget for every system: Furrballs --memory_mb (its value pages;
+# key metadata comes on top), Redis maxmemory (its whole data set, metadata
+# included) and memcached -m (its slab memory, item headers included).
+MODES = {
+    "full": dict(
+        values=[64, 1024], records=150000, threads=4, seconds=3.0, warmup=1.0,
+        memory_mb=128, open_rate=4000,
+        depth1_cells=["A:zipfian:1:0", "B:zipfian:1:0", "C:zipfian:1:0",
+                      "F:zipfian:1:0", "A:uniform:1:0", "C:uniform:1:0",
+                      "B:zipfian:1:{rate}"],
+        depth16_cells=["A:zipfian:16:0", "B:zipfian:16:0", "C:zipfian:16:0",
+                       "F:zipfian:16:0"],
+        validation_seconds=3.0, rb_requests=100000,
+        ycsb_records=20000, ycsb_ops=50000, ycsb_workloads="abcf",
+        ycsb_max_seconds=40, ghz_seconds=10),
+    "short": dict(
+        values=[64], records=20000, threads=4, seconds=1.0, warmup=0.3,
+        memory_mb=64, open_rate=2000,
+        depth1_cells=["A:zipfian:1:0", "B:zipfian:1:{rate}"],
+        depth16_cells=["C:zipfian:16:0"],
+        validation_seconds=1.0, rb_requests=10000,
+        ycsb_records=5000, ycsb_ops=5000, ycsb_workloads="ac",
+        ycsb_max_seconds=20, ghz_seconds=2),
+}
+
+SYSTEMS = ["furrballs", "redis", "memcached"]
+FURRBALLS_BACKENDS = ["furrballs", "furrballs_pipeline", "furrballs_multi"]
+# The redis-benchmark check passes when the driver's throughput is within this
+# fraction of redis-benchmark's, at every depth and command.
+VALIDATION_TOLERANCE = 0.25
+
+
+class Progress:
+    """One line per step on stderr: step count, elapsed time, what runs."""
+
+    def __init__(self, total, log_path):
+        self.total = total
+        self.done = 0
+        self.start = time.time()
+        self.log = open(log_path, "a")
+
+    def step(self, text):
+        self.done += 1
+        elapsed = int(time.time() - self.start)
+        line = "[peers %2d/%d %02d:%02d] %s" % (
+            self.done, self.total, elapsed // 60, elapsed % 60, text)
+        print(line, file=sys.stderr, flush=True)
+        self.log.write(line + "\n")
+        self.log.flush()
+
+    def note(self, text):
+        self.log.write(text + "\n")
+        self.log.flush()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited with %s" % proc.returncode)
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("nothing listens on port %d after %d s" % (port, timeout))
+
+
+def rss_bytes(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return -1
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+class Servers:
+    """The servers this run started; stop_all() ends each by its pid."""
+
+    def __init__(self, bin_dir, out_dir):
+        self.bin_dir = bin_dir
+        self.out_dir = out_dir
+        self.procs = {}
+
+    def start(self, system, memory_mb, item_bytes, tag):
+        port = free_port()
+        log = open(os.path.join(self.out_dir, "logs", "%s-%s.log" % (system, tag)), "w")
+        if system == "furrballs":
+            argv = [os.path.join(self.bin_dir, "service", "furrballs_server"),
+                    "--listen_address=127.0.0.1:%d" % port, "--metrics_address=",
+                    "--memory_mb=%d" % memory_mb, "--expected_item_bytes=%d" % item_bytes]
+        elif system == "empty":
+            argv = [os.path.join(self.bin_dir, "bench", "service", "empty_server"),
+                    "--address=127.0.0.1:%d" % port]
+        elif system == "redis":
+            argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port),
+                    "--save", "", "--appendonly", "no", "--protected-mode", "no",
+                    "--maxmemory", "%dmb" % memory_mb,
+                    "--maxmemory-policy", "allkeys-lru", "--daemonize", "no"]
+        elif system == "memcached":
+            argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0",
+                    "-m", str(memory_mb)]
+            if os.geteuid() == 0:
+                argv += ["-u", "root"]
+        else:
+            raise ValueError(system)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        self.procs[system] = proc
+        wait_port(port, proc)
+        return "127.0.0.1:%d" % port, proc.pid
+
+    def stop(self, system):
+        proc = self.procs.pop(system, None)
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def stop_all(self):
+        for system in list(self.procs):
+            self.stop(system)
+
+
+def run(argv, log_path, timeout=None, env=None, cwd=None):
+    """Runs argv with stdout captured and stderr appended to log_path."""
+    with open(log_path, "a") as log:
+        log.write("$ %s\n" % " ".join(argv))
+        log.flush()
+        out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=log, text=True,
+                             timeout=timeout, env=env, cwd=cwd)
+    if out.returncode != 0:
+        raise RuntimeError("%s exited with %d; see %s" % (argv[0], out.returncode, log_path))
+    return out.stdout
+
+
+def tool_version(argv):
+    try:
+        out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=30).stdout
+        return out.strip().splitlines()[0] if out.strip() else "?"
+    except (OSError, subprocess.TimeoutExpired):
+        return "not found"
+
+
+def deb_version(package):
+    out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return out.stdout.strip() or "not installed"
+
+
+def machine_facts():
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_kib = int(f.readline().split()[1])
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True).stdout.strip()
+    return {
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "os": platform.freedesktop_os_release().get("PRETTY_NAME", "?")
+        if hasattr(platform, "freedesktop_os_release") else "?",
+        "furrballs_commit": commit,
+        "redis_server": tool_version(["redis-server", "--version"]),
+        "memcached": tool_version(["memcached", "-V"]),
+        "redis_benchmark": tool_version(["redis-benchmark", "--version"]),
+        "libhiredis": deb_version("libhiredis-dev"),
+        "libmemcached": deb_version("libmemcached-dev"),
+        "grpc_cpp": deb_version("libgrpc++-dev"),
+        "java": tool_version(["java", "-version"]),
+        "ghz": tool_version([find_ghz() or "ghz", "--version"]),
+    }
+
+
+def find_ghz():
+    home = os.path.expanduser("~")
+    for candidate in [shutil.which("ghz"), os.path.join(home, "go", "bin", "ghz")]:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def read_jsonl(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    return rows
+
+
+# ---------------------------------------------------------------- phases
+
+
+def phase_driver(cfg, servers, bin_dir, out_dir, progress):
+    driver = os.path.join(bin_dir, "bench", "peers", "peers_bench")
+    jsonl = os.path.join(out_dir, "driver.jsonl")
+    rss = []
+    for value_bytes in cfg["values"]:
+        tag = "v%d" % value_bytes
+        item_bytes = 24 + value_bytes
+        progress.step("driver, %d B values: starting furrballs, redis, memcached "
+                      "(%d MiB each) and loading %d records" %
+                      (value_bytes, cfg["memory_mb"], cfg["records"]))
+        addr = {}
+        for system in SYSTEMS:
+            addr[system] = servers.start(system, cfg["memory_mb"], item_bytes, tag)
+        fb_addr, fb_pid = addr["furrballs"]
+        rd_addr, rd_pid = addr["redis"]
+        mc_addr, mc_pid = addr["memcached"]
+        fb_targets = ["%s@%s@%d" % (b, fb_addr, fb_pid) for b in FURRBALLS_BACKENDS]
+        peers = ["redis@%s@%d" % (rd_addr, rd_pid), "memcached@%s@%d" % (mc_addr, mc_pid)]
+        common = ["--records=%d" % cfg["records"], "--value_bytes=%d" % value_bytes,
+                  "--threads=%d" % cfg["threads"], "--seconds=%g" % cfg["seconds"],
+                  "--warmup_seconds=%g" % cfg["warmup"], "--out=" + jsonl]
+        log = os.path.join(out_dir, "logs", "driver-%s.log" % tag)
+        cells1 = [c.format(rate=cfg["open_rate"]) for c in cfg["depth1_cells"]]
+        run([driver, "--targets=" + ",".join(fb_targets[:2] + peers),
+             "--cells=" + ",".join(cells1), "--load"] + common, log)
+        rss_after_load = {s: rss_bytes(addr[s][1]) for s in SYSTEMS}
+        progress.step("driver, %d B values: %d depth-1 cells x 4 clients done; "
+                      "depth-16 cells" % (value_bytes, len(cells1)))
+        run([driver, "--targets=" + ",".join(fb_targets + peers),
+             "--cells=" + ",".join(cfg["depth16_cells"]), "--load=false"] + common, log)
+        for system in SYSTEMS:
+            rss.append({"value_bytes": value_bytes, "system": system,
+                        "rss_after_load_bytes": rss_after_load[system],
+                        "rss_at_end_bytes": rss_bytes(addr[system][1])})
+            servers.stop(system)
+    with open(os.path.join(out_dir, "server_rss.json"), "w") as f:
+        json.dump(rss, f, indent=1)
+
+
+def phase_validation(cfg, servers, bin_dir, out_dir, progress):
+    """redis-benchmark and our driver, SET and GET, depth 1 and 16, one Redis.
+
+    Both sides have the same shape: as many client threads as connections
+    (redis-benchmark --threads), 64 B values, 16-byte keys drawn uniformly
+    from the same number of keys. The two tools alternate, three times each,
+    and the medians are compared, so that a burst of load from other
+    processes does not land on one tool only.
+    """
+    progress.step("validation: redis-benchmark vs the driver on one Redis, 3 rounds")
+    driver = os.path.join(bin_dir, "bench", "peers", "peers_bench")
+    log = os.path.join(out_dir, "logs", "validation.log")
+    keys = cfg["records"]
+    threads = cfg["threads"]
+    address, pid = servers.start("redis", cfg["memory_mb"], 0, "validation")
+    host, port = address.split(":")
+    rows = []
+    jsonl = os.path.join(out_dir, "validation_driver.jsonl")
+    for rep in range(3):
+        for depth in (1, 16):
+            out = run(["redis-benchmark", "-h", host, "-p", port, "-c", str(threads),
+                       "--threads", str(threads),
+                       "-n", str(cfg["rb_requests"] * (4 if depth == 16 else 1)),
+                       "-d", "64", "-r", str(keys), "-P", str(depth), "-t", "set,get",
+                       "--csv"], log, timeout=600)
+            for rec in csv.DictReader(io.StringIO(out)):
+                rows.append({"tool": "redis-benchmark", "round": rep, "command": rec["test"],
+                             "depth": depth, "ops_per_second": float(rec["rps"]),
+                             "p50_us": float(rec.get("p50_latency_ms", "nan")) * 1000,
+                             "p99_us": float(rec.get("p99_latency_ms", "nan")) * 1000})
+        run([driver, "--targets=redis@%s@%d" % (address, pid), "--records=%d" % keys,
+             "--key_bytes=16", "--value_bytes=64", "--threads=%d" % threads,
+             "--seconds=%g" % cfg["validation_seconds"], "--warmup_seconds=0.5",
+             "--load=%s" % ("true" if rep == 0 else "false"),
+             "--cells=S:uniform:1:0,C:uniform:1:0,S:uniform:16:0,C:uniform:16:0",
+             "--out=" + jsonl], log)
+    servers.stop("redis")
+    for r in read_jsonl(jsonl):
+        op = "SET" if r["workload"] == "S" else "GET"
+        lat = r["update_p50_us"] if op == "SET" else r["read_p50_us"]
+        lat99 = r["update_p99_us"] if op == "SET" else r["read_p99_us"]
+        rows.append({"tool": "peers_bench", "command": op, "depth": r["depth"],
+                     "ops_per_second": r["ops_per_second"], "p50_us": lat, "p99_us": lat99})
+    with open(os.path.join(out_dir, "validation.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+YCSB_CLASSES = {"furrballs": "dev.furrballs.ycsb.FurrballsClient",
+                "redis": "dev.furrballs.ycsb.RedisClient",
+                "memcached": "dev.furrballs.ycsb.MemcachedClient"}
+
+
+def parse_ycsb(text):
+    """YCSB's text exporter: '[SECTION], metric, value' lines."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^\[([A-Z_-]+)\], (.+?), (.+)$", line.strip())
+        if m:
+            try:
+                out.setdefault(m.group(1), {})[m.group(2)] = float(m.group(3))
+            except ValueError:
+                pass
+    return out
+
+
+def phase_ycsb(cfg, servers, out_dir, progress):
+    classpath = os.path.join(YCSB_DIR, "target", "bindings.jar") + ":" + \
+        os.path.join(YCSB_DIR, "target", "lib", "*")
+    rows = []
+    for system in SYSTEMS:
+        progress.step("YCSB 0.17.0: %s, load %d records, workloads %s" %
+                      (system, cfg["ycsb_records"], cfg["ycsb_workloads"].upper()))
+        address, _pid = servers.start(system, cfg["memory_mb"], 1100, "ycsb")
+        host, port = address.split(":")
+        conn = {"furrballs": ["-p", "furrballs.address=" + address],
+                "redis": ["-p", "redis.host=" + host, "-p", "redis.port=" + port],
+                "memcached": ["-p", "memcached.address=" + address]}[system]
+        log = os.path.join(out_dir, "logs", "ycsb-%s.log" % system)
+        for phase, workload in [("load", "a")] + [("run", w) for w in cfg["ycsb_workloads"]]:
+            argv = ["java", "-cp", classpath, "site.ycsb.Client",
+                    "-load" if phase == "load" else "-t",
+                    "-db", YCSB_CLASSES[system],
+                    "-P", os.path.join(YCSB_DIR, "workloads", "workload" + workload),
+                    "-P", os.path.join(YCSB_DIR, "workloads", "common.properties"),
+                    "-p", "recordcount=%d" % cfg["ycsb_records"],
+                    "-p", "operationcount=%d" % cfg["ycsb_ops"],
+                    "-p", "maxexecutiontime=%d" % cfg["ycsb_max_seconds"]] + conn
+            text = run(argv, log, timeout=cfg["ycsb_max_seconds"] + 120)
+            with open(os.path.join(out_dir, "ycsb", "%s-%s-%s.txt" % (
+                    system, phase, workload)), "w") as f:
+                f.write(text)
+            rows.append({"system": system, "phase": phase, "workload": workload.upper(),
+                         "metrics": parse_ycsb(text)})
+        servers.stop(system)
+    with open(os.path.join(out_dir, "ycsb.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+def phase_ghz(cfg, servers, out_dir, progress):
+    ghz = find_ghz()
+    if ghz is None:
+        raise RuntimeError("ghz not found; tools/install_go_tools.sh installs it")
+    progress.step("transport limit: ghz against Furrballs Get and the empty server")
+    rows = []
+    log = os.path.join(out_dir, "logs", "ghz.log")
+    key = "Z2h6LWtleQ=="  # "ghz-key"
+    value = base64.b64encode(b"v" * 64).decode()
+    for system in ["furrballs", "empty"]:
+        address, _pid = servers.start(system, cfg["memory_mb"], 88, "ghz")
+        run([ghz, "--insecure", "--call", "furrballs.v1.Cache/Set", "-d",
+             json.dumps({"key": key, "value": value}), "--total", "1", address], log)
+        text = run([ghz, "--insecure", "--call", "furrballs.v1.Cache/Get", "-d",
+                    json.dumps({"key": key}), "--concurrency", "16", "--connections", "4",
+                    "-z", "%ds" % cfg["ghz_seconds"], "--timeout", "10s",
+                    "--format", "json", address], log, timeout=cfg["ghz_seconds"] + 120)
+        servers.stop(system)
+        r = json.loads(text)
+        lat = {int(d["percentage"]): d["latency"] / 1e3
+               for d in (r.get("latencyDistribution") or [])}
+        rows.append({"server": system, "rpc": "Get", "ops_per_second": r.get("rps", 0),
+                     "count": r.get("count", 0),
+                     "ok": (r.get("statusCodeDistribution") or {}).get("OK", 0),
+                     "p50_us": lat.get(50), "p99_us": lat.get(99),
+                     "average_us": r.get("average", 0) / 1e3})
+    with open(os.path.join(out_dir, "ghz.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+# ---------------------------------------------------------------- report
+
+def cell_name(r):
+    loop = "open %d/s" % r["target_ops_per_second"] if r["loop"] == "open" else "closed"
+    return "%s %s d%d %s" % (r["workload"], r["distribution"], r["depth"], loop)
+
+
+def ratio(a, b):
+    return "%.2f" % (a / b) if a and b else "n/a"
+
+
+def fmt_ops(x):
+    return "%.0f" % x if x is not None else "n/a"
+
+
+def write_driver_csv(rows, path):
+    if not rows:
+        return
+    keys = list(rows[0].keys())
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def median_by(rows, key_fn, field):
+    groups = {}
+    for r in rows:
+        groups.setdefault(key_fn(r), []).append(r[field])
+    return {k: statistics.median(v) for k, v in groups.items()}
+
+
+def make_plots(out_dir, driver, rss, ycsb, ghz):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    backends = ["furrballs", "furrballs_pipeline", "furrballs_multi", "redis", "memcached"]
+    colors = {"furrballs": "#1f77b4", "furrballs_pipeline": "#6baed6",
+              "furrballs_multi": "#c6dbef", "redis": "#d62728", "memcached": "#2ca02c",
+              "empty": "#7f7f7f"}
+    values = sorted({r["value_bytes"] for r in driver})
+    cells = []
+    for r in driver:
+        c = cell_name(r)
+        if c not in cells:
+            cells.append(c)
+
+    def grouped(ax, field, value_bytes, title, ylabel, scale=1.0):
+        width = 0.8 / len(backends)
+        for i, b in enumerate(backends):
+            ys = []
+            for c in cells:
+                m = [r[field] for r in driver if r["backend"] == b and cell_name(r) == c
+                     and r["value_bytes"] == value_bytes]
+                ys.append(statistics.median(m) * scale if m else 0)
+            ax.bar([x + i * width for x in range(len(cells))], ys, width, label=b,
+                   color=colors[b])
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(cells))])
+        ax.set_xticklabels(cells, rotation=30, ha="right", fontsize=7)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=8)
+
+    fig, axes = plt.subplots(len(values), 1, figsize=(12, 4.5 * len(values)), squeeze=False)
+    for i, v in enumerate(values):
+        grouped(axes[i][0], "ops_per_second", v, "driver throughput, %d B values" % v,
+                "kops/s", 1e-3)
+    axes[0][0].legend(fontsize=7, ncol=5)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "throughput.png"), dpi=110)
+    plt.close(fig)
+
+    for op in ["read", "update", "rmw"]:
+        fig, axes = plt.subplots(len(values), 3, figsize=(16, 4.5 * len(values)),
+                                 squeeze=False)
+        for i, v in enumerate(values):
+            for j, (pct, label) in enumerate([("p50", "p50"), ("p99", "p99"),
+                                               ("p999", "p99.9")]):
+                ax = axes[i][j]
+                field = "%s_%s_us" % (op, pct)
+                grouped(ax, field, v, "%s %s latency, %d B values" % (op, label, v), "us")
+                if any(r[field] > 0 for r in driver if r["value_bytes"] == v):
+                    ax.set_yscale("log")
+        axes[0][0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, "latency_%s.png" % op), dpi=100)
+        plt.close(fig)
+
+    fig, axes = plt.subplots(len(values), 1, figsize=(12, 4 * len(values)), squeeze=False)
+    for i, v in enumerate(values):
+        grouped(axes[i][0], "hit_ratio", v, "read hit ratio, %d B values" % v, "hits/reads")
+        axes[i][0].set_ylim(0, 1.05)
+    axes[0][0].legend(fontsize=7, ncol=5)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "hit_ratio.png"), dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    labels = ["%s %dB" % (r["system"], r["value_bytes"]) for r in rss]
+    ax.bar(range(len(rss)), [r["rss_at_end_bytes"] / 2**20 for r in rss],
+           color=[colors[r["system"]] for r in rss])
+    ax.set_xticks(range(len(rss)))
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("server RSS at the end, MiB")
+    ax.set_title("server RSS after load and all cells (same memory budget)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "rss.png"), dpi=110)
+    plt.close(fig)
+
+    if ycsb:
+        runs = [r for r in ycsb if r["phase"] == "run"]
+        workloads = sorted({r["workload"] for r in runs})
+        fig, ax = plt.subplots(figsize=(8, 4))
+        width = 0.8 / len(SYSTEMS)
+        for i, s in enumerate(SYSTEMS):
+            ys = [next((r["metrics"].get("OVERALL", {}).get("Throughput(ops/sec)", 0)
+                        for r in runs if r["system"] == s and r["workload"] == w), 0)
+                  for w in workloads]
+            ax.bar([x + i * width for x in range(len(workloads))], ys, width, label=s,
+                   color=colors[s])
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(workloads))])
+        ax.set_xticklabels(["workload " + w for w in workloads])
+        ax.set_ylabel("ops/s")
+        ax.set_title("YCSB 0.17.0 throughput (same settings for all)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, "ycsb_throughput.png"), dpi=110)
+        plt.close(fig)
+
+    if ghz:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.bar([r["server"] for r in ghz], [r["ops_per_second"] for r in ghz],
+               color=[colors.get(r["server"], "#999") for r in ghz])
+        ax.set_ylabel("Get RPCs/s (ghz)")
+        ax.set_title("gRPC transport limit: ghz Get")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, "ghz.png"), dpi=110)
+        plt.close(fig)
+
+
+def write_report(out_dir, mode, cfg, facts, loads, command, elapsed):
+    driver = read_jsonl(os.path.join(out_dir, "driver.jsonl"))
+    write_driver_csv(driver, os.path.join(out_dir, "driver.csv"))
+
+    def load_json(name):
+        p = os.path.join(out_dir, name)
+        return json.load(open(p)) if os.path.exists(p) else []
+
+    rss = load_json("server_rss.json")
+    validation = load_json("validation.json")
+    ycsb = load_json("ycsb.json")
+    ghz = load_json("ghz.json")
+    make_plots(out_dir, driver, rss, ycsb, ghz)
+
+    L = []
+    L.append("# Peers benchmark: Furrballs vs Redis vs memcached (%s mode)" % mode)
+    L.append("")
+    L.append("Run %s, %.1f minutes, by `%s`." % (
+        datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), elapsed / 60, command))
+    L.append("")
+    L.append("## Machine and versions")
+    L.append("")
+    for k, v in facts.items():
+        L.append("- %s: %s" % (k, v))
+    L.append("- load average (1/5/15 min) at start: %s; at end: %s" % loads)
+    L.append("")
+    L.append("**Noise.** This machine is shared: other agents build and test on the same "
+             "%s cores while this runs, and the load average above says how busy it was. "
+             "Every server and the client share those cores, so absolute numbers are far "
+             "below what the systems do on a dedicated host, and single cells can move by "
+             "tens of percent between runs. Within each cell the systems run back to back "
+             "(interleaved), so drift hits them alike; the ratios are the figures to read, "
+             "and only large ratios are meaningful." % facts.get("cpus"))
+    L.append("")
+    L.append("## Settings")
+    L.append("")
+    L.append("- Same memory budget for every server: %d MiB (Furrballs `--memory_mb`, its "
+             "value pages, key metadata on top; Redis `maxmemory` with `allkeys-lru`, "
+             "which counts its whole data set; memcached `-m`, slab memory). Redis runs "
+             "with no persistence (`--save '' --appendonly no`). All on 127.0.0.1, each "
+             "with its default threads (Furrballs: one NUMA node, NodeJob dispatch; Redis "
+             "7: one thread; memcached: 4 worker threads)." % cfg["memory_mb"])
+    L.append("- Driver (`//bench/peers:peers_bench`): %d client threads, one connection "
+             "each; %d records, 24-byte keys; %g s measured after %g s warm-up per cell; "
+             "YCSB mixes A (50/50 read/update), B (95/5), C (read only), F (50%% read, 50%% "
+             "read-modify-write); Zipfian θ=0.99 (scrambled, as YCSB) or uniform keys; a "
+             "read miss is followed by a fill write (not counted as an operation). Closed "
+             "loop, or open loop at a fixed total rate with latency from the intended send "
+             "time. Depth 16: 16 operations in flight per connection (see "
+             "bench/peers/peer_client.h for how each backend does it; memcached's writes "
+             "cannot be pipelined with acknowledgement in libmemcached and go one by one)."
+             % (cfg["threads"], cfg["records"], cfg["seconds"], cfg["warmup"]))
+    L.append("- Furrballs clients: `furrballs` = unary Get/Set (async calls at depth 16), "
+             "`furrballs_pipeline` = the Pipeline stream, `furrballs_multi` = MultiGet + "
+             "MultiSet per batch (depth 16 only).")
+    L.append("- YCSB 0.17.0 core with the bindings in bench/ycsb: %d records of 10 x 100 B "
+             "fields, %d operations per workload (capped at %d s), threadcount 4, records "
+             "written whole, the same properties for every system." %
+             (cfg["ycsb_records"], cfg["ycsb_ops"], cfg["ycsb_max_seconds"]))
+    L.append("")
+
+    # Throughput with ratios.
+    def ops_of(backend, cell, v):
+        m = [r["ops_per_second"] for r in driver
+             if r["backend"] == backend and cell_name(r) == cell and r["value_bytes"] == v]
+        return statistics.median(m) if m else None
+
+    cells = []
+    for r in driver:
+        if cell_name(r) not in cells:
+            cells.append(cell_name(r))
+    L.append("## Driver throughput and ratios (ops/s)")
+    L.append("")
+    L.append("Ratios are Furrballs' ops/s over the peer's; above 1 Furrballs is faster. "
+             "Every cell is listed, whichever way it falls.")
+    L.append("")
+    L.append("| value | cell | redis | memcached | furrballs | FB/Redis | FB/memcached "
+             "| furrballs_pipeline | FBp/Redis | FBp/memcached | furrballs_multi | FBm/Redis "
+             "| FBm/memcached |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for v in sorted({r["value_bytes"] for r in driver}):
+        for c in cells:
+            rd, mc = ops_of("redis", c, v), ops_of("memcached", c, v)
+            if rd is None and mc is None:
+                continue
+            row = ["%d B" % v, c, fmt_ops(rd), fmt_ops(mc)]
+            for b in FURRBALLS_BACKENDS:
+                fb = ops_of(b, c, v)
+                row += [fmt_ops(fb), ratio(fb, rd), ratio(fb, mc)] if fb else ["—"] * 3
+            L.append("| " + " | ".join(row) + " |")
+    L.append("")
+    L.append("![throughput](throughput.png)")
+    L.append("")
+
+    L.append("## Driver latency (µs): p50 / p99 / p99.9 per operation")
+    L.append("")
+    L.append("| value | cell | client | read | update | read-modify-write | hit ratio | "
+             "failed | bad values |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
+
+    def lat(r, op):
+        if r["%s_count" % op] == 0:
+            return "—"
+        return "%.0f / %.0f / %.0f" % (r[op + "_p50_us"], r[op + "_p99_us"],
+                                       r[op + "_p999_us"])
+
+    for r in driver:
+        L.append("| %d B | %s | %s | %s | %s | %s | %.3f | %d | %d |" % (
+            r["value_bytes"], cell_name(r), r["backend"], lat(r, "read"), lat(r, "update"),
+            lat(r, "rmw"), r["hit_ratio"], r["failed"], r["bad_values"]))
+    L.append("")
+    L.append("![read latency](latency_read.png) ![update latency](latency_update.png) "
+             "![rmw latency](latency_rmw.png)")
+    L.append("")
+    L.append("## Hit ratio and memory")
+    L.append("")
+    L.append("Hit ratio per cell is in the latency table (reads that found their key; a "
+             "miss is refilled). Server RSS with the same budget:")
+    L.append("")
+    L.append("| value | system | RSS after load (MiB) | RSS at end (MiB) |")
+    L.append("|---|---|---|---|")
+    for r in rss:
+        L.append("| %d B | %s | %.1f | %.1f |" % (r["value_bytes"], r["system"],
+                                                 r["rss_after_load_bytes"] / 2**20,
+                                                 r["rss_at_end_bytes"] / 2**20))
+    L.append("")
+    L.append("![hit ratio](hit_ratio.png) ![rss](rss.png)")
+    L.append("")
+
+    L.append("## Driver validation against redis-benchmark")
+    L.append("")
+    L.append("One Redis; both tools with %d client threads of one connection each "
+             "(`redis-benchmark -c N --threads N`), 64 B values, 16-byte keys uniform over "
+             "%d; redis-benchmark `-P 1` and `-P 16` against the driver at depth 1 and 16; "
+             "the tools alternate three times and the medians are compared. Criterion, "
+             "fixed before the run: the driver's median throughput within ±%d%% of "
+             "redis-benchmark's for each command and depth." %
+             (cfg["threads"], cfg["records"], VALIDATION_TOLERANCE * 100))
+    L.append("")
+    L.append("| command | depth | redis-benchmark ops/s | driver ops/s | driver/rb | "
+             "within ±%d%% | rb p50 µs | driver p50 µs | rb rounds | driver rounds |" %
+             (VALIDATION_TOLERANCE * 100))
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    passed = 0
+    checks = 0
+    for cmd in ["SET", "GET"]:
+        for depth in (1, 16):
+            rb = [x for x in validation if x["tool"] == "redis-benchmark"
+                  and x["command"] == cmd and x["depth"] == depth]
+            dr = [x for x in validation if x["tool"] == "peers_bench"
+                  and x["command"] == cmd and x["depth"] == depth]
+            if not rb or not dr:
+                continue
+            rb_ops = statistics.median(x["ops_per_second"] for x in rb)
+            dr_ops = statistics.median(x["ops_per_second"] for x in dr)
+            q = dr_ops / rb_ops
+            ok = abs(q - 1) <= VALIDATION_TOLERANCE
+            checks += 1
+            passed += ok
+            L.append("| %s | %d | %.0f | %.0f | %.2f | %s | %.0f | %.0f | %s | %s |" % (
+                cmd, depth, rb_ops, dr_ops, q, "yes" if ok else "**no**",
+                statistics.median(x["p50_us"] for x in rb),
+                statistics.median(x["p50_us"] for x in dr),
+                " ".join("%.0f" % x["ops_per_second"] for x in rb),
+                " ".join("%.0f" % x["ops_per_second"] for x in dr)))
+    L.append("")
+    L.append("Validation: %d of %d within tolerance." % (passed, checks))
+    L.append("")
+
+    L.append("## YCSB 0.17.0 (bench/ycsb bindings)")
+    L.append("")
+    L.append("| workload | system | ops/s | FB/system | READ p50/p99/p99.9 µs | UPDATE "
+             "p50/p99/p99.9 µs | RMW p50/p99/p99.9 µs | errors |")
+    L.append("|---|---|---|---|---|---|---|---|")
+
+    def ylat(m, sec):
+        s = m.get(sec)
+        if not s or not s.get("Operations"):
+            return "—"
+        return "%.0f / %.0f / %.0f" % (s.get("50thPercentileLatency(us)", float("nan")),
+                                       s.get("99thPercentileLatency(us)", float("nan")),
+                                       s.get("99.9PercentileLatency(us)", float("nan")))
+
+    runs = [r for r in ycsb if r["phase"] == "run"]
+    for w in sorted({r["workload"] for r in runs}):
+        fb = next((r for r in runs if r["system"] == "furrballs" and r["workload"] == w), None)
+        fb_ops = fb["metrics"].get("OVERALL", {}).get("Throughput(ops/sec)") if fb else None
+        for s in SYSTEMS:
+            r = next((x for x in runs if x["system"] == s and x["workload"] == w), None)
+            if r is None:
+                continue
+            m = r["metrics"]
+            ops = m.get("OVERALL", {}).get("Throughput(ops/sec)", 0)
+            errors = sum(v.get("Operations", 0) for k, v in m.items() if k.endswith("-FAILED"))
+            L.append("| %s | %s | %.0f | %s | %s | %s | %s | %d |" % (
+                w, s, ops, "—" if s == "furrballs" else ratio(fb_ops, ops),
+                ylat(m, "READ"), ylat(m, "UPDATE"), ylat(m, "READ-MODIFY-WRITE"), errors))
+    L.append("")
+    if ycsb:
+        L.append("![ycsb](ycsb_throughput.png)")
+        L.append("")
+
+    L.append("## Transport limit (ghz, Get of one 64 B key)")
+    L.append("")
+    L.append("ghz with 16 concurrent calls over 4 connections for %d s against Furrballs "
+             "and against `//bench/service:empty_server` (the same gRPC server build, empty "
+             "handlers)." % cfg["ghz_seconds"])
+    L.append("")
+    L.append("| server | Get/s | p50 µs | p99 µs | calls | OK |")
+    L.append("|---|---|---|---|---|---|")
+    for r in ghz:
+        L.append("| %s | %.0f | %s | %s | %d | %d |" % (
+            r["server"], r["ops_per_second"],
+            "%.0f" % r["p50_us"] if r["p50_us"] else "?",
+            "%.0f" % r["p99_us"] if r["p99_us"] else "?", r["count"], r["ok"]))
+    if len(ghz) == 2 and ghz[1]["ops_per_second"]:
+        L.append("")
+        L.append("Furrballs Get reaches %.2f of the empty handler's rate." %
+                 (ghz[0]["ops_per_second"] / ghz[1]["ops_per_second"]))
+    L.append("")
+    if ghz:
+        L.append("![ghz](ghz.png)")
+        L.append("")
+    L.append("## Raw data")
+    L.append("")
+    L.append("driver.jsonl / driver.csv (every cell and client), server_rss.json, "
+             "validation.json (+ validation_driver.jsonl), ycsb.json and ycsb/*.txt (YCSB's "
+             "own output), ghz.json, facts.json, logs/.")
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write("\n".join(L) + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short", action="store_true", help="smoke run (a few minutes)")
+    parser.add_argument("--bin_dir", required=True, help="Bazel's bazel-bin")
+    parser.add_argument("--out_dir", default="", help="default bench/results/<date>-<host>")
+    parser.add_argument("--command", default="bench/peers/run.sh")
+    args = parser.parse_args()
+    mode = "short" if args.short else "full"
+    cfg = MODES[mode]
+    stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d")
+    out_dir = args.out_dir or os.path.join(
+        ROOT, "bench", "results", "%s-%s%s" % (stamp, socket.gethostname(),
+                                               "-short" if args.short else ""))
+    if os.path.exists(out_dir):
+        shutil.rmtree(out_dir)
+    for sub in ["", "logs", "ycsb"]:
+        os.makedirs(os.path.join(out_dir, sub), exist_ok=True)
+
+    steps = 2 * len(cfg["values"]) + 1 + len(SYSTEMS) + 1 + 1
+    progress = Progress(steps, os.path.join(out_dir, "logs", "progress.log"))
+    facts = machine_facts()
+    load_start = load_average()
+    with open(os.path.join(out_dir, "facts.json"), "w") as f:
+        json.dump({"facts": facts, "config": cfg, "mode": mode}, f, indent=1)
+    servers = Servers(args.bin_dir, out_dir)
+    start = time.time()
+
+    def on_signal(signum, _frame):
+        servers.stop_all()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        phase_driver(cfg, servers, args.bin_dir, out_dir, progress)
+        phase_validation(cfg, servers, args.bin_dir, out_dir, progress)
+        phase_ycsb(cfg, servers, out_dir, progress)
+        phase_ghz(cfg, servers, out_dir, progress)
+    finally:
+        servers.stop_all()
+    progress.step("writing the report")
+    write_report(out_dir, mode, cfg, facts, (load_start, load_average()),
+                 args.command + (" --short" if args.short else ""), time.time() - start)
+    print("peers: report in %s" % os.path.relpath(os.path.join(out_dir, "report.md"), ROOT),
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
