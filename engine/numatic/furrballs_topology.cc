@@ -107,6 +107,7 @@ int Run() {
                  numatic.status().ToString().c_str());
     return 2;
   }
+  std::printf("%s\n", (*numatic)->topology().Summary().c_str());
   std::printf("%s", (*numatic)->topology().ToString().c_str());
   std::printf("remote access delay: %llu ns%s\n",
               static_cast<unsigned long long>(

@@ -104,6 +104,15 @@ TEST(NumaticTest, WithoutNumaSyscallsThereIsOneUnboundNode) {
       EXPECT_FALSE(topology.numa_available());
       EXPECT_FALSE(topology.numa_unavailable_reason().empty());
       EXPECT_THAT(topology.ToString(), HasSubstr("NUMA unavailable"));
+      // The start-up line still says where the cpuset is, from /proc and
+      // /sys (this machine has one node).
+      EXPECT_THAT(topology.Summary(),
+                  HasSubstr("numa: memory policy unavailable ("));
+      if (topology.cpuset().online_nodes == "0") {
+        EXPECT_THAT(topology.Summary(),
+                    HasSubstr("the allowed CPUs are on node(s) 0 of 0 online, "
+                              "Mems_allowed 0"));
+      }
       ASSERT_EQ(topology.node_ids(), std::vector<int>{0});
       EXPECT_EQ(topology.nodes()[0].cpus, AffinityOfThisThread());
       EXPECT_GT(topology.nodes()[0].memory_bytes, 0u);

@@ -5,13 +5,19 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <fstream>
 #include <utility>
 
 #include <absl/base/attributes.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/ascii.h>
+#include <absl/strings/match.h>
 #include <absl/strings/str_format.h>
+#include <absl/strings/str_split.h>
 #include <absl/synchronization/mutex.h>
 
 #include "engine/common/error.h"
@@ -89,7 +95,99 @@ std::string ExcludedText(const std::vector<ExcludedNode>& excluded) {
   return out;
 }
 
+// The first line of a file, "" if it cannot be read.
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return std::string(absl::StripAsciiWhitespace(line));
+}
+
+// The cpuset cgroup of the process: the cgroup v1 hierarchy that carries the
+// cpuset controller if there is one, else the unified (v2) hierarchy.
+std::string CgroupOfProcess() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  std::string unified;
+  while (std::getline(in, line)) {
+    // hierarchy-id:controller-list:path
+    std::vector<std::string> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (fields.size() != 3) continue;
+    if (fields[0] == "0" && fields[1].empty()) {
+      unified = fields[2];
+      continue;
+    }
+    for (absl::string_view controller : absl::StrSplit(fields[1], ',')) {
+      if (controller == "cpuset") return fields[2];
+    }
+  }
+  return unified;
+}
+
+// Mems_allowed_list of /proc/self/status.
+std::string MemsAllowedOfProcess() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  constexpr absl::string_view kKey = "Mems_allowed_list:";
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, kKey)) {
+      return std::string(
+          absl::StripAsciiWhitespace(absl::string_view(line).substr(kKey.size())));
+    }
+  }
+  return "";
+}
+
+// The kernel's view of the cpuset, without libnuma.
+CpusetInfo ReadCpuset(const std::vector<int>& allowed_cpus) {
+  CpusetInfo info;
+  info.cgroup = CgroupOfProcess();
+  info.mems_allowed = MemsAllowedOfProcess();
+  info.online_nodes = ReadFirstLine("/sys/devices/system/node/online");
+  absl::StatusOr<std::vector<int>> online = ParseIdList(info.online_nodes);
+  if (!online.ok()) return info;
+  for (int node : *online) {
+    absl::StatusOr<std::vector<int>> cpus = ParseIdList(ReadFirstLine(
+        absl::StrCat("/sys/devices/system/node/node", node, "/cpulist")));
+    if (!cpus.ok()) continue;
+    for (int cpu : *cpus) {
+      if (std::binary_search(allowed_cpus.begin(), allowed_cpus.end(), cpu)) {
+        info.cpu_nodes.push_back(node);
+        break;
+      }
+    }
+  }
+  return info;
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<int>> ParseIdList(absl::string_view list) {
+  std::vector<int> ids;
+  list = absl::StripAsciiWhitespace(list);
+  if (list.empty()) return ids;
+  const auto number = [](absl::string_view text, int* out) {
+    const auto [end, error] =
+        std::from_chars(text.data(), text.data() + text.size(), *out);
+    return error == std::errc() && end == text.data() + text.size() &&
+           *out >= 0;
+  };
+  for (absl::string_view range : absl::StrSplit(list, ',')) {
+    const size_t dash = range.find('-');
+    const absl::string_view low = range.substr(0, dash);
+    const absl::string_view high =
+        dash == absl::string_view::npos ? low : range.substr(dash + 1);
+    int first = 0;
+    int last = 0;
+    if (!number(low, &first) || !number(high, &last) ||
+        last < first || (!ids.empty() && first <= ids.back())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("not an ascending id list: \"", list, "\""));
+    }
+    for (int id = first; id <= last; ++id) ids.push_back(id);
+  }
+  return ids;
+}
 
 std::string FormatIdList(std::span<const int> ids) {
   std::string out;
@@ -111,6 +209,7 @@ absl::StatusOr<Topology> Topology::Discover() {
 
   Topology topology;
   topology.allowed_cpus_ = *std::move(allowed);
+  topology.cpuset_ = ReadCpuset(topology.allowed_cpus_);
 
   absl::MutexLock lock(&libnuma_mutex);
   topology.numa_unavailable_reason_ = NumaUnavailableReason();
@@ -201,6 +300,7 @@ absl::StatusOr<Topology> Topology::Simulate(const SimulationOptions& options) {
   topology.simulated_ = true;
   topology.allowed_cpus_ = real->allowed_cpus_;
   topology.allowed_memory_nodes_ = real->allowed_memory_nodes_;
+  topology.cpuset_ = real->cpuset_;
   uint64_t total_memory = 0;
   uint64_t free_memory = 0;
   for (const NodeInfo& node : real->nodes_) {
@@ -317,6 +417,52 @@ std::string Topology::ToString() const {
     }
     out += '\n';
   }
+  return out;
+}
+
+std::string Topology::Summary() const {
+  std::string out = "numa: ";
+  const std::string allowed =
+      absl::StrCat(FormatIdList(allowed_cpus_), " (", allowed_cpus_.size(), ")");
+  if (simulated_) {
+    absl::StrAppend(&out, "simulated ", nodes_.size(),
+                    " node(s) over allowed CPUs ", allowed,
+                    ", memory not bound");
+  } else if (!numa_available_) {
+    absl::StrAppend(&out, "memory policy unavailable (",
+                    numa_unavailable_reason_,
+                    "): one unbound node 0 over allowed CPUs ", allowed);
+  } else {
+    absl::StrAppend(&out, "serving node(s) ", FormatIdList(node_ids()), " of ",
+                    cpuset_.online_nodes.empty() ? "?" : cpuset_.online_nodes,
+                    " online (");
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      absl::StrAppend(&out, i == 0 ? "" : "; ", "node ", nodes_[i].id,
+                      ": CPUs ", FormatIdList(nodes_[i].cpus), " (",
+                      nodes_[i].cpus.size(), "), ",
+                      FormatBytes(nodes_[i].memory_bytes));
+    }
+    absl::StrAppend(&out, "); allowed CPUs ", allowed);
+  }
+  if (simulated_ || !numa_available_) {
+    // The node labels above are not the kernel's; say where the cpuset is.
+    absl::StrAppend(&out, "; the allowed CPUs are on node(s) ",
+                    cpuset_.cpu_nodes.empty() ? "?" : FormatIdList(cpuset_.cpu_nodes),
+                    " of ",
+                    cpuset_.online_nodes.empty() ? "?" : cpuset_.online_nodes,
+                    " online");
+  }
+  absl::StrAppend(&out, ", Mems_allowed ",
+                  cpuset_.mems_allowed.empty() ? "?" : cpuset_.mems_allowed);
+  if (!excluded_nodes_.empty()) {
+    out += "; excluded ";
+    for (size_t i = 0; i < excluded_nodes_.size(); ++i) {
+      absl::StrAppend(&out, i == 0 ? "" : ", ", "node ", excluded_nodes_[i].id,
+                      " (", excluded_nodes_[i].reason, ")");
+    }
+  }
+  absl::StrAppend(&out, "; cgroup ",
+                  cpuset_.cgroup.empty() ? "?" : cpuset_.cgroup);
   return out;
 }
 

@@ -39,6 +39,7 @@
 
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
+#include <absl/strings/string_view.h>
 
 namespace furrballs {
 
@@ -71,6 +72,26 @@ struct SimulationOptions {
   // Distance between two different virtual nodes; must exceed
   // kLocalDistance and fit the SLIT byte (255).
   int remote_distance = kDefaultRemoteDistance;
+};
+
+// What the kernel says about the process's placement, read from /proc and
+// /sys without libnuma, so that it is known even when memory policy is
+// refused (and the topology falls back to one unbound node 0). In a
+// Kubernetes pod pinned by the CPU and Memory Managers this names the real
+// node(s) of the pod's cpuset.
+struct CpusetInfo {
+  // The cpuset cgroup (cgroup v1) or the unified cgroup (v2) of the process,
+  // from /proc/self/cgroup; "" if unknown.
+  std::string cgroup;
+  // /proc/self/status Mems_allowed_list: the memory nodes the cpuset
+  // allows, in the kernel's list format ("0-1"); "" if unknown.
+  std::string mems_allowed;
+  // /sys/devices/system/node/online ("0-1"); "" if sysfs has no node
+  // information (a kernel without NUMA).
+  std::string online_nodes;
+  // The nodes that hold at least one allowed CPU, from
+  // /sys/devices/system/node/node<k>/cpulist; ascending.
+  std::vector<int> cpu_nodes;
 };
 
 class Topology {
@@ -116,9 +137,23 @@ class Topology {
   // Distance between two usable nodes; -1 if either is not usable.
   int Distance(int from, int to) const;
 
+  // The kernel's view of this process's cpuset (see CpusetInfo); a
+  // simulated topology carries the real one it was split from.
+  const CpusetInfo& cpuset() const { return cpuset_; }
+
   // A multi-line report for people: kind, allowed CPUs and memory nodes,
   // each node's CPUs and memory, excluded nodes, the distance matrix.
   std::string ToString() const;
+
+  // One line for a server's start-up log: the nodes served and where they
+  // came from (allowed CPUs, Mems_allowed, excluded nodes and why, the
+  // cgroup), e.g.
+  //   numa: serving node(s) 1 of 0-1 online (node 1: CPUs 16-31 (16),
+  //   62.8 GiB); allowed CPUs 16-31 (16), Mems_allowed 1; excluded node 0
+  //   (no allowed CPUs); cgroup /kubepods.slice/...
+  // Without memory policy or when simulated, it says so and adds the nodes
+  // the cpuset's CPUs are really on.
+  std::string Summary() const;
 
  private:
   Topology() = default;
@@ -130,10 +165,15 @@ class Topology {
   std::vector<int> allowed_memory_nodes_;
   std::vector<NodeInfo> nodes_;
   std::vector<ExcludedNode> excluded_nodes_;
+  CpusetInfo cpuset_;
 };
 
 // Formats ascending ids the way the kernel does ("0-3,8,10-11"); "" if empty.
 std::string FormatIdList(std::span<const int> ids);
+
+// Parses the kernel's list format back into ascending ids; trailing
+// whitespace is ignored. InvalidArgument for anything else.
+absl::StatusOr<std::vector<int>> ParseIdList(absl::string_view list);
 
 }  // namespace furrballs
 

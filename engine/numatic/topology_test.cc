@@ -224,5 +224,100 @@ TEST(TopologyTest, ConcurrentDiscoveriesAgree) {
   for (std::thread& thread : threads) thread.join();
 }
 
+std::string ProcStatusMemsAllowed() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Mems_allowed_list:", 0) == 0) {
+      return line.substr(line.find_first_not_of(" \t", 18));
+    }
+  }
+  return "";
+}
+
+TEST(TopologyTest, ParsesIdListsLikeTheKernelWritesThem) {
+  EXPECT_EQ(*ParseIdList(""), std::vector<int>{});
+  EXPECT_EQ(*ParseIdList("0\n"), std::vector<int>{0});
+  EXPECT_EQ(*ParseIdList("0-3,8,10-11"),
+            (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  for (const std::vector<int>& ids :
+       {std::vector<int>{1}, std::vector<int>{0, 2, 3, 4, 7}}) {
+    EXPECT_EQ(*ParseIdList(FormatIdList(ids)), ids);
+  }
+  for (const char* bad : {"x", "1-", "-1", "3-1", "1,1", "2,1", "0-1,1"}) {
+    EXPECT_FALSE(ParseIdList(bad).ok()) << bad;
+  }
+}
+
+// The cpuset as the kernel reports it, independent of libnuma.
+TEST(TopologyTest, RecordsTheKernelsViewOfTheCpuset) {
+  absl::StatusOr<Topology> topology = Topology::Discover();
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  const CpusetInfo& cpuset = topology->cpuset();
+  EXPECT_EQ(cpuset.mems_allowed, ProcStatusMemsAllowed());
+  EXPECT_EQ(cpuset.online_nodes, OnlineNodes());
+  EXPECT_FALSE(cpuset.cgroup.empty());
+  if (topology->numa_available()) {
+    // With memory policy, the kernel's lists and libnuma's agree.
+    EXPECT_EQ(cpuset.mems_allowed,
+              FormatIdList(topology->allowed_memory_nodes()));
+    std::vector<int> with_cpus;
+    for (const NodeInfo& node : topology->nodes()) with_cpus.push_back(node.id);
+    for (const ExcludedNode& node : topology->excluded_nodes()) {
+      if (node.reason == "memory not allowed") with_cpus.push_back(node.id);
+    }
+    std::sort(with_cpus.begin(), with_cpus.end());
+    EXPECT_EQ(cpuset.cpu_nodes, with_cpus);
+  }
+}
+
+TEST(TopologyTest, SummaryIsOneLineThatNamesTheNodesAndTheirSource) {
+  absl::StatusOr<Topology> topology = Topology::Discover();
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  const std::string summary = topology->Summary();
+  EXPECT_EQ(summary.find('\n'), std::string::npos) << summary;
+  EXPECT_THAT(summary, ::testing::StartsWith("numa: "));
+  EXPECT_THAT(summary,
+              HasSubstr("allowed CPUs " + FormatIdList(AllowedCpus()) + " (" +
+                        std::to_string(AllowedCpus().size()) + ")"));
+  EXPECT_THAT(summary, HasSubstr("Mems_allowed " + ProcStatusMemsAllowed()));
+  EXPECT_THAT(summary, HasSubstr("; cgroup " + topology->cpuset().cgroup));
+  if (topology->numa_available()) {
+    EXPECT_THAT(summary,
+                HasSubstr("serving node(s) " +
+                          FormatIdList(topology->node_ids()) + " of " +
+                          OnlineNodes() + " online (node "));
+    for (const NodeInfo& node : topology->nodes()) {
+      EXPECT_THAT(summary, HasSubstr("node " + std::to_string(node.id) +
+                                     ": CPUs " + FormatIdList(node.cpus)));
+    }
+  }
+}
+
+TEST(TopologyTest, SummaryFollowsARestrictedCpuSet) {
+  const int cpu = AllowedCpus().back();
+  OnThreadRestrictedTo(cpu, [&] {
+    absl::StatusOr<Topology> topology = Topology::Discover();
+    ASSERT_TRUE(topology.ok()) << topology.status();
+    const std::string summary = topology->Summary();
+    EXPECT_THAT(summary, HasSubstr("allowed CPUs " + std::to_string(cpu) +
+                                   " (1)"));
+    if (topology->numa_available()) {
+      EXPECT_THAT(summary, HasSubstr(": CPUs " + std::to_string(cpu) + " (1)"));
+    }
+    ASSERT_EQ(topology->cpuset().cpu_nodes.size(), 1u);
+  });
+}
+
+TEST(TopologyTest, SimulatedSummarySaysWhereTheCpusReallyAre) {
+  absl::StatusOr<Topology> topology = Topology::Simulate({4, 21});
+  ASSERT_TRUE(topology.ok());
+  const std::string summary = topology->Summary();
+  EXPECT_THAT(summary, HasSubstr("numa: simulated 4 node(s) over allowed CPUs "));
+  EXPECT_THAT(summary, HasSubstr("memory not bound"));
+  EXPECT_THAT(summary, HasSubstr("the allowed CPUs are on node(s) "));
+  EXPECT_EQ(summary.find('\n'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace furrballs

@@ -9,6 +9,7 @@
 //
 //   NUMATIC_GUEST <label> online=<sysfs> nodes=<ids> allowed_cpus=<cpus>
 //       excluded=<ids> rejected=<id>:<ERROR>
+//   NUMATIC_GUEST <label> summary=<Topology::Summary()>
 //   NUMATIC_GUEST <label> node=<k> cpus=<cpus> distances=<row>
 //       memory=<node of every page of a block for k, or "mixed:...">
 //       huge=<page kind>@<node> pmr=<node> pinned=<cached>/<uncached>
@@ -94,6 +95,9 @@ class Probe {
         FormatIdList(topology.node_ids()).c_str(),
         FormatIdList(topology.allowed_cpus()).c_str(),
         FormatIdList(excluded).c_str(), Rejection().c_str());
+    // What a server logs at start-up (Topology::Summary()).
+    std::printf("NUMATIC_GUEST %s summary=%s\n", label_.c_str(),
+                topology.Summary().c_str());
     for (const NodeInfo& node : topology.nodes()) ProbeNode(node);
     CheckAllOrNothing();
     std::printf("NUMATIC_GUEST_RESULT %s failures=%d\n", label_.c_str(),

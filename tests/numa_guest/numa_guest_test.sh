@@ -16,8 +16,10 @@
 # Every line the probe prints is compared with what this script configured:
 # node ids, CPUs per node, the distance matrix (20 + |i - j| between nodes),
 # the node every page of each node's block is on (move_pages query), the
-# node of hugetlb and PMR memory, GetCurrentNode of a pinned thread, and
-# where pages went after MovePages. A guest that does not power off within
+# node of hugetlb and PMR memory, GetCurrentNode of a pinned thread, where
+# pages went after MovePages, and the one-line start-up summary
+# (Topology::Summary: nodes, allowed CPUs, Mems_allowed, excluded nodes, the
+# cgroup). A guest that does not power off within
 # the timeout, a missing line or any mismatch fails the test.
 #
 # Writes one JUnit test case per check to $XML_OUTPUT_FILE when Bazel sets
@@ -182,6 +184,25 @@ expect() {  # expect CHECK_NAME EXACT_LINE
     record "$1" fail "expected line '$2'; the guest printed: $(grep -E "^NUMATIC_GUEST(_RESULT)? $label " "$work/guest.log" | tr '\n' '|')"
   fi
 }
+expect_summary() {  # expect_summary CHECK_NAME LABEL PIECE...: the label's
+  # summary line contains every piece (node sizes vary, so not the whole line)
+  local check=$1 label=$2 line piece missing=""
+  shift 2
+  line=$(grep -m1 "^NUMATIC_GUEST $label summary=" "$work/guest.log")
+  for piece in "$@"; do
+    [[ "$line" == *"$piece"* ]] || missing+="'$piece' "
+  done
+  if [ -n "$line" ] && [ -z "$missing" ]; then
+    record "$check" ok
+  else
+    record "$check" fail "missing ${missing:-the line}; the guest printed: ${line:-nothing}"
+  fi
+}
+excluded_list() {  # "node a (reason), node b (reason)" for nodes $1..$2
+  local out="" j
+  for ((j = $1; j <= $2; j++)); do out+="node $j ($3), "; done
+  echo "${out%, }"
+}
 distances() {  # the distance row of node $1 among nodes $2..$3
   local row="" j
   for ((j = $2; j <= $3; j++)); do
@@ -205,6 +226,20 @@ expect taskset_result "NUMATIC_GUEST_RESULT taskset failures=0"
 expect cpuset_topology "NUMATIC_GUEST cpuset online=$online nodes=0 allowed_cpus=$all_cpus excluded=$(range 1 "$last") rejected=1:NO_SUCH_NODE"
 expect cpuset_node "NUMATIC_GUEST cpuset node=0 cpus=$(node_cpus 0) distances=10 memory=0 huge=hugetlb@0 pmr=0 pinned=0/0 moved=0"
 expect cpuset_result "NUMATIC_GUEST_RESULT cpuset failures=0"
+
+# The one-line start-up summary names the nodes, their source and the
+# cgroup for each restriction (before /init mounts cgroup2 the guest has no
+# cgroup to name).
+full_nodes=""
+for ((k = 0; k < nodes; k++)); do full_nodes+="node $k: CPUs $(node_cpus $k) ($cpus_per_node), "; done
+expect_summary full_summary full "numa: serving node(s) $online of $online online (${full_nodes%%, *}," \
+  "); allowed CPUs $all_cpus ($((nodes * cpus_per_node))), Mems_allowed $online; cgroup "
+expect_summary taskset_summary taskset \
+  "numa: serving node(s) $last of $online online (node $last: CPUs $(node_cpus "$last") ($cpus_per_node), " \
+  "); allowed CPUs $(node_cpus "$last") ($cpus_per_node), Mems_allowed $online; excluded $(excluded_list 0 $((last - 1)) "no allowed CPUs"); cgroup "
+expect_summary cpuset_summary cpuset \
+  "numa: serving node(s) 0 of $online online (node 0: CPUs $(node_cpus 0) ($cpus_per_node), " \
+  "); allowed CPUs $all_cpus ($((nodes * cpus_per_node))), Mems_allowed 0; excluded $(excluded_list 1 "$last" "memory not allowed"); cgroup /mems0"
 
 if grep -q '^NUMATIC_GUEST_FAILURE' "$work/guest.log"; then
   record probe_self_checks fail "$(grep '^NUMATIC_GUEST_FAILURE' "$work/guest.log" | tr '\n' '|')"
