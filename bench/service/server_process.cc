@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -89,6 +90,27 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     }
   });
   return process;
+}
+
+double ServerProcess::CpuSeconds() const {
+  const std::string path = absl::StrCat("/proc/", pid_, "/stat");
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return -1;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // Fields after the command name, which is in parentheses and may hold
+  // spaces: state is field 3, utime and stime are fields 14 and 15.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return -1;
+  unsigned long long utime = 0, stime = 0;
+  if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                  &utime, &stime) != 2) {
+    return -1;
+  }
+  return static_cast<double>(utime + stime) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 int ServerProcess::Stop() {

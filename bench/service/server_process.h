@@ -39,6 +39,11 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
+  // CPU time (user + system, all threads) the child has used so far, from
+  // /proc/<pid>/stat, at clock-tick resolution (usually 10 ms); negative if
+  // it cannot be read.
+  double CpuSeconds() const;
+
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 

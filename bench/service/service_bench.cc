@@ -15,7 +15,9 @@
 //   multiget  unary MultiGet of --multiget_keys random keys
 // Throughput counts key operations (a MultiGet of 16 keys is 16); latency is
 // per RPC (per operation on the Pipeline stream), from the client's call to
-// its answer. All servers run from the start; in each run, each cell runs
+// its answer. Server CPU per operation (user + system time of the server
+// process over the recorded window, divided by its key operations) is the
+// figure least disturbed by other load on a shared machine. All servers run from the start; in each run, each cell runs
 // against every server in turn (an order rotated per run), so that the
 // configurations are compared seconds apart on a shared machine. The report
 // shows medians over runs, and ratios as the median of each run's ratio.
@@ -53,11 +55,11 @@ ABSL_FLAG(bool, quick, false,
           "A short run: changes the defaults of the flags below that say so "
           "(flags given explicitly win).");
 ABSL_FLAG(int, runs, 0,
-          "Runs; the report shows medians over them. 0: 3 (--quick: 1).");
+          "Runs; the report shows medians over them. 0: 5 (--quick: 1).");
 ABSL_FLAG(int, warmup_ms, 0,
-          "Unrecorded load before each cell. 0: 500 (--quick: 100).");
+          "Unrecorded load before each cell. 0: 300 (--quick: 100).");
 ABSL_FLAG(int, duration_ms, 0,
-          "Recorded time per cell. 0: 2000 (--quick: 300).");
+          "Recorded time per cell. 0: 1000 (--quick: 300).");
 ABSL_FLAG(int, threads, 0,
           "Client threads, each with its own channel (TCP connection); client "
           "and servers share this machine's cores. 0: 4 (--quick: 2).");
@@ -115,6 +117,8 @@ struct Sample {
   double ops_per_s = 0;
   double p50_us = 0;
   double p99_us = 0;
+  // Server CPU time (all its threads) per key operation; 0 if unknown.
+  double cpu_us_per_op = 0;
   uint64_t ops = 0;
   uint64_t errors = 0;
 };
@@ -147,8 +151,9 @@ std::shared_ptr<grpc::Channel> OwnChannel(const std::string& target) {
 
 class Load {
  public:
-  Load(const Settings& settings, const std::string& address)
-      : settings_(settings), value_(settings.value_bytes, 'v') {
+  Load(const Settings& settings, const ServerProcess* server)
+      : settings_(settings), server_(server), value_(settings.value_bytes, 'v') {
+    const std::string address = server->address();
     client::ClientOptions options;
     options.default_timeout = std::chrono::seconds(10);
     for (int t = 0; t < settings.threads; ++t) {
@@ -200,6 +205,11 @@ class Load {
         }
       });
     }
+    // The server's CPU time over the recorded window.
+    std::this_thread::sleep_until(recorded);
+    const double cpu_start = server_->CpuSeconds();
+    std::this_thread::sleep_until(end);
+    const double cpu_end = server_->CpuSeconds();
     for (auto& th : threads) th.join();
 
     Sample s;
@@ -213,6 +223,9 @@ class Load {
                   std::chrono::duration<double>(settings_.duration).count();
     s.p50_us = Percentile(all, 0.50) / 1e3;
     s.p99_us = Percentile(all, 0.99) / 1e3;
+    if (cpu_start >= 0 && cpu_end >= 0 && s.ops > 0) {
+      s.cpu_us_per_op = (cpu_end - cpu_start) * 1e6 / static_cast<double>(s.ops);
+    }
     return s;
   }
 
@@ -317,6 +330,7 @@ class Load {
   }
 
   const Settings settings_;
+  const ServerProcess* const server_;
   const std::string value_;
   std::vector<std::unique_ptr<client::Client>> clients_;
 };
@@ -409,22 +423,24 @@ void PrintReport(const Settings& s, const std::vector<ServerConfig>& configs,
       s.multiget_keys, server_flags.c_str(),
       std::thread::hardware_concurrency());
   std::printf(
-      "| cell | server | key ops/s | p50 µs | p99 µs | errors |\n"
-      "|---|---|---:|---:|---:|---:|\n");
+      "| cell | server | key ops/s | p50 µs | p99 µs | server CPU µs/op | "
+      "errors |\n"
+      "|---|---|---:|---:|---:|---:|---:|\n");
   for (const CellSpec& cell : cells) {
     for (const ServerConfig& config : configs) {
       const std::vector<Sample>& v = results.at(config.name).at(cell.name);
-      std::vector<double> ops, p50, p99;
+      std::vector<double> ops, p50, p99, cpu;
       uint64_t errors = 0;
       for (const Sample& x : v) {
         ops.push_back(x.ops_per_s);
         p50.push_back(x.p50_us);
         p99.push_back(x.p99_us);
+        cpu.push_back(x.cpu_us_per_op);
         errors += x.errors;
       }
-      std::printf("| %s | %s | %.0f | %.0f | %.0f | %llu |\n",
+      std::printf("| %s | %s | %.0f | %.0f | %.0f | %.1f | %llu |\n",
                   cell.name.c_str(), config.label.c_str(), Median(ops),
-                  Median(p50), Median(p99),
+                  Median(p50), Median(p99), Median(cpu),
                   static_cast<unsigned long long>(errors));
     }
   }
@@ -443,6 +459,7 @@ void PrintReport(const Settings& s, const std::vector<ServerConfig>& configs,
       {"throughput", &Sample::ops_per_s},
       {"p50 latency", &Sample::p50_us},
       {"p99 latency", &Sample::p99_us},
+      {"server CPU per op", &Sample::cpu_us_per_op},
   };
   std::printf(
       "\nRatios (median over runs of each run's ratio; Furrballs and NodeJob "
@@ -489,10 +506,10 @@ int Main(int argc, char** argv) {
       "[--csv=FILE]");
   absl::ParseCommandLine(argc, argv);
   Settings s;
-  s.runs = OrDefault(FLAGS_runs, 3, 1);
-  s.warmup = std::chrono::milliseconds(OrDefault(FLAGS_warmup_ms, 500, 100));
+  s.runs = OrDefault(FLAGS_runs, 5, 1);
+  s.warmup = std::chrono::milliseconds(OrDefault(FLAGS_warmup_ms, 300, 100));
   s.duration =
-      std::chrono::milliseconds(OrDefault(FLAGS_duration_ms, 2000, 300));
+      std::chrono::milliseconds(OrDefault(FLAGS_duration_ms, 1000, 300));
   s.threads = OrDefault(FLAGS_threads, 4, 2);
   s.depth = absl::GetFlag(FLAGS_depth);
   s.multiget_keys = absl::GetFlag(FLAGS_multiget_keys);
@@ -521,7 +538,9 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "service_bench: cannot write %s\n", path.c_str());
       return 2;
     }
-    std::fprintf(csv, "run,server,cell,ops_per_s,p50_us,p99_us,ops,errors\n");
+    std::fprintf(csv,
+                 "run,server,cell,ops_per_s,p50_us,p99_us,server_cpu_us_per_op,"
+                 "ops,errors\n");
   }
 
   // Every server runs for the whole benchmark (an idle one costs next to no
@@ -552,7 +571,7 @@ int Main(int argc, char** argv) {
                    std::string(server.status().message()).c_str());
       return 1;
     }
-    auto load = std::make_unique<Load>(s, (*server)->address());
+    auto load = std::make_unique<Load>(s, server->get());
     absl::Status ready = load->Connect();
     if (ready.ok()) ready = load->Preload();
     if (!ready.ok()) {
@@ -579,16 +598,18 @@ int Main(int argc, char** argv) {
         results[config.name][cell.name].push_back(sample);
         std::fprintf(stderr,
                      "run %d/%d  %-9s %-28s %10.0f key ops/s  p50 %6.0f µs  "
-                     "p99 %7.0f µs%s\n",
+                     "p99 %7.0f µs  cpu %5.1f µs/op%s\n",
                      run + 1, s.runs, cell.name.c_str(), config.label.c_str(),
                      sample.ops_per_s, sample.p50_us, sample.p99_us,
+                     sample.cpu_us_per_op,
                      sample.errors > 0
                          ? absl::StrCat("  errors ", sample.errors).c_str()
                          : "");
         if (csv != nullptr) {
-          std::fprintf(csv, "%d,%s,%s,%.1f,%.1f,%.1f,%llu,%llu\n", run + 1,
-                       config.name.c_str(), cell.name.c_str(), sample.ops_per_s,
-                       sample.p50_us, sample.p99_us,
+          std::fprintf(csv, "%d,%s,%s,%.1f,%.1f,%.1f,%.2f,%llu,%llu\n",
+                       run + 1, config.name.c_str(), cell.name.c_str(),
+                       sample.ops_per_s, sample.p50_us, sample.p99_us,
+                       sample.cpu_us_per_op,
                        static_cast<unsigned long long>(sample.ops),
                        static_cast<unsigned long long>(sample.errors));
           std::fflush(csv);
