@@ -177,6 +177,7 @@ void PrintConfiguration(const Server& server) {
     std::printf("  --%s=%s\n", name.c_str(), value.c_str());
   }
   const FurrBall& engine = *server.engine();
+  std::printf("furrballs: %s\n", engine.TopologySummary().c_str());
   std::printf("furrballs: %d node(s)%s, %zu MiB per node, metadata %zu MiB\n",
               engine.node_count(),
               engine.options().simulate_topology ? " (simulated)" : "",

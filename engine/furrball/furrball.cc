@@ -242,6 +242,9 @@ class FurrBallImpl final : public FurrBall {
   }
   int node_count() const override { return static_cast<int>(nodes_.size()); }
   const FurrBallOptions& options() const override { return options_; }
+  std::string TopologySummary() const override {
+    return numatic_->topology().Summary();
+  }
 
   GetResult Get(const HashPair& h, std::string* value) override {
     const int requester = numatic_->GetCurrentNode();

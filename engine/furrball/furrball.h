@@ -81,6 +81,9 @@ class FurrBall {
   virtual int OwnerOf(const HashPair& h) const = 0;
   virtual int node_count() const = 0;
   virtual const FurrBallOptions& options() const = 0;
+  // One line for a start-up log: the nodes served and where they came from
+  // (Topology::Summary).
+  virtual std::string TopologySummary() const = 0;
 
   // Copies the value into *value (resized to fit).
   virtual GetResult Get(const HashPair& h, std::string* value) = 0;
