@@ -215,6 +215,10 @@ def machine_facts():
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           text=True).stdout.split("\n")
+    dirty = [line for line in dirty if line.strip()]
     return {
         "host": socket.gethostname(),
         "kernel": platform.release(),
@@ -223,7 +227,8 @@ def machine_facts():
         "memory_gib": round(mem_kib / 1024 / 1024, 1),
         "os": platform.freedesktop_os_release().get("PRETTY_NAME", "?")
         if hasattr(platform, "freedesktop_os_release") else "?",
-        "furrballs_commit": commit,
+        "furrballs_commit": commit + (
+            " (working tree with %d modified tracked files)" % len(dirty) if dirty else ""),
         "redis_server": tool_version(["redis-server", "--version"]),
         "memcached": tool_version(["memcached", "-V"]),
         "redis_benchmark": tool_version(["redis-benchmark", "--version"]),
@@ -486,8 +491,9 @@ def make_plots(out_dir, driver, rss, ycsb, ghz):
 
     fig, axes = plt.subplots(len(values), 1, figsize=(12, 4.5 * len(values)), squeeze=False)
     for i, v in enumerate(values):
-        grouped(axes[i][0], "ops_per_second", v, "driver throughput, %d B values" % v,
-                "kops/s", 1e-3)
+        grouped(axes[i][0], "ops_per_second", v,
+                "driver throughput, %d B values (log scale)" % v, "kops/s", 1e-3)
+        axes[i][0].set_yscale("log")
     axes[0][0].legend(fontsize=7, ncol=5)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "throughput.png"), dpi=110)
@@ -561,7 +567,7 @@ def make_plots(out_dir, driver, rss, ycsb, ghz):
         plt.close(fig)
 
 
-def write_report(out_dir, mode, cfg, facts, loads, command, elapsed):
+def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=None):
     driver = read_jsonl(os.path.join(out_dir, "driver.jsonl"))
     write_driver_csv(driver, os.path.join(out_dir, "driver.csv"))
 
@@ -578,8 +584,8 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed):
     L = []
     L.append("# Peers benchmark: Furrballs vs Redis vs memcached (%s mode)" % mode)
     L.append("")
-    L.append("Run %s, %.1f minutes, by `%s`." % (
-        datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), elapsed / 60, command))
+    L.append("Run finished %s, %.1f minutes, by `%s`." % (
+        finished or "?", elapsed / 60, command))
     L.append("")
     L.append("## Machine and versions")
     L.append("")
@@ -799,7 +805,17 @@ def main():
     parser.add_argument("--bin_dir", required=True, help="Bazel's bazel-bin")
     parser.add_argument("--out_dir", default="", help="default bench/results/<date>-<host>")
     parser.add_argument("--command", default="bench/peers/run.sh")
+    parser.add_argument("--report_only", action="store_true",
+                        help="rewrite report.md and the plots of --out_dir from its raw data")
     args = parser.parse_args()
+    if args.report_only:
+        saved = json.load(open(os.path.join(args.out_dir, "facts.json")))
+        run_info = saved.get("run", {})
+        write_report(args.out_dir, saved["mode"], saved["config"], saved["facts"],
+                     tuple(run_info.get("load_average", ["?", "?"])),
+                     run_info.get("command", args.command), run_info.get("seconds", 0),
+                     run_info.get("finished"))
+        return
     mode = "short" if args.short else "full"
     cfg = MODES[mode]
     stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d")
@@ -834,8 +850,14 @@ def main():
     finally:
         servers.stop_all()
     progress.step("writing the report")
-    write_report(out_dir, mode, cfg, facts, (load_start, load_average()),
-                 args.command + (" --short" if args.short else ""), time.time() - start)
+    run_info = {"load_average": [load_start, load_average()],
+                "command": args.command + (" --short" if args.short else ""),
+                "seconds": time.time() - start,
+                "finished": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")}
+    with open(os.path.join(out_dir, "facts.json"), "w") as f:
+        json.dump({"facts": facts, "config": cfg, "mode": mode, "run": run_info}, f, indent=1)
+    write_report(out_dir, mode, cfg, facts, tuple(run_info["load_average"]),
+                 run_info["command"], run_info["seconds"], run_info["finished"])
     print("peers: report in %s" % os.path.relpath(os.path.join(out_dir, "report.md"), ROOT),
           file=sys.stderr)
 
