@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <new>
+#include <thread>
 #include <utility>
 
 #include <absl/strings/str_cat.h>
@@ -375,10 +377,16 @@ bool NodeShard::EraseAndAccount(const HashPair& h, Counter reason) {
 // ---- Space -------------------------------------------------------------------
 
 Error NodeShard::Reserve(uint32_t capacity, Reservation* out) {
-  // Each round either finds space or reclaims a page (or the staging page);
-  // the bound only matters if other writers keep taking every page we free.
-  constexpr int kMaxRounds = 1024;
-  for (int round = 0; round < kMaxRounds; ++round) {
+  // Each round finds space, reclaims something, or finds that what is left
+  // to reclaim is held by another thread's operation in flight (a write not
+  // yet ended, or an entry whose KeyMeta already left the page but whose
+  // Unpublish has not run yet: its thread was preempted between the two).
+  // Those finish without waiting for anything a writer holds, so the writer
+  // yields and looks again. It gives up only after config_.reclaim_patience
+  // without any progress, which a healthy node never reaches.
+  using SteadyClock = std::chrono::steady_clock;
+  SteadyClock::time_point waiting_since;
+  for (uint64_t waits = 0;;) {
     ReserveSource source;
     uint64_t tail_waste = 0;
     if (pool_.ReserveOnCurrent(capacity, out, &source, &tail_waste)) {
@@ -389,28 +397,45 @@ Error NodeShard::Reserve(uint32_t capacity, Reservation* out) {
       stats_.Add(Counter::kStagingSets);
       return Error::kOk;
     }
-    const Error err = ReclaimForWriter(capacity);
-    if (err != Error::kOk) return err;
+    switch (ReclaimForWriter(capacity)) {
+      case Reclaim::kProgress:
+        waits = 0;
+        break;
+      case Reclaim::kNoMemory:
+        return Error::kNoMemory;
+      case Reclaim::kWait:
+        stats_.Add(Counter::kReclaimWaits);
+        // The clock is read once per 64 waits: a yield is cheap when the
+        // thread we wait for already runs on another core.
+        if (waits++ == 0) {
+          waiting_since = SteadyClock::now();
+        } else if (waits % 64 == 0 &&
+                   SteadyClock::now() - waiting_since >
+                       config_.reclaim_patience) {
+          return Error::kNoMemory;
+        }
+        std::this_thread::yield();
+        break;
+    }
   }
-  return Error::kNoMemory;
 }
 
-Error NodeShard::ReclaimForWriter(uint32_t capacity) {
+NodeShard::Reclaim NodeShard::ReclaimForWriter(uint32_t capacity) {
   MutexLock l(&reclaim_mu_);
   // Someone reclaimed while we waited for the mutex.
   if (pool_.free_pages() > kRelocationReserve ||
       pool_.staging_room() >= capacity) {
-    return Error::kOk;
+    return Reclaim::kProgress;
   }
   const uint32_t recycled = pool_.RecycleDeadPages();
   if (recycled > 0) {
     sealed_for_reclaim_ = false;
     stats_.Add(Counter::kPagesRecycled, recycled);
-    return Error::kOk;
+    return Reclaim::kProgress;
   }
   // The staging page is emptied by the worker, but a writer that finds it
   // full of dead or relocatable entries need not wait for the next pass.
-  if (RelocateStaging()) return Error::kOk;
+  if (RelocateStaging()) return Reclaim::kProgress;
   // Compact without losing data if the sparsest page is worth it (an eighth
   // of it dead: a drain moves its live bytes, so draining a full page would
   // only churn) and fits where relocation can put it.
@@ -418,31 +443,35 @@ Error NodeShard::ReclaimForWriter(uint32_t capacity) {
   if (DrainSparsest(std::min(page - page / 8,
                              pool_.relocation_room() +
                                  uint64_t{pool_.free_pages()} * page))) {
-    return Error::kOk;
+    return Reclaim::kProgress;
   }
   if (config_.eviction_enabled) {
-    // Whole-page eviction of the sparsest page: bounded work that always
-    // frees a page. It ignores ARC's order, which is why the worker tries to
+    // Whole-page eviction of the sparsest page: bounded work that frees a
+    // page unless another thread still holds a live byte of it (see
+    // Reserve). It ignores ARC's order, which is why the worker tries to
     // keep free pages in reserve so that writers rarely come here.
-    if (EvictSparsestPage()) return Error::kOk;
+    if (EvictSparsestPage()) return Reclaim::kProgress;
   }
   uint64_t live = 0;
   if (pool_.SparsestSealedPage(&live) != kNoPage) {
-    // A candidate exists but has a write in flight (those finish without
-    // waiting for anything we hold), or, with eviction disabled, is not
-    // worth draining.
-    return config_.eviction_enabled ? Error::kOk : Error::kNoMemory;
+    // A candidate exists. With eviction, what keeps it from being freed is
+    // an operation in flight on another thread; without, it is not worth
+    // draining and the node is full.
+    return config_.eviction_enabled ? Reclaim::kWait : Reclaim::kNoMemory;
   }
   // No sealed page at all: in a small pool every page can be open (current,
   // relocation, staging) or the reserve. Seal the current and relocation
   // pages so that the next round can drain or evict them.
   if (!sealed_for_reclaim_) {
     sealed_for_reclaim_ = true;
-    stats_.Add(Counter::kPaddingBytes, pool_.SealOpenPagesForReclaim());
-    return Error::kOk;
+    uint64_t waste = 0;
+    const bool sealed = pool_.SealOpenPagesForReclaim(&waste);
+    stats_.Add(Counter::kPaddingBytes, waste);
+    if (sealed) return Reclaim::kProgress;
   }
   sealed_for_reclaim_ = false;
-  return config_.eviction_enabled ? Error::kOk : Error::kNoMemory;
+  // Every page is open, reserved or has a write in flight.
+  return config_.eviction_enabled ? Reclaim::kWait : Reclaim::kNoMemory;
 }
 
 bool NodeShard::DrainSparsest(uint64_t max_live_bytes) {
@@ -709,6 +738,7 @@ NodeStatsSnapshot NodeShard::Snapshot() const {
   s.pages_drained = stats_.Sum(Counter::kPagesDrained);
   s.pages_recycled = stats_.Sum(Counter::kPagesRecycled);
   s.promote_drops = arc_->stats().promotions_dropped;
+  s.reclaim_waits = stats_.Sum(Counter::kReclaimWaits);
   return s;
 }
 

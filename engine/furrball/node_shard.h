@@ -72,8 +72,13 @@
 // Space (report §2.10): a Set reserves on the current page, then on a fresh
 // page, then on the staging page. When all are full it reclaims in line
 // (recycle dead pages, drain the sparsest page into the relocation page,
-// else evict the sparsest page's keys: bounded work, always progress when
-// eviction is enabled; kNoMemory otherwise). The worker keeps a reserve of
+// else evict the sparsest page's keys: bounded work; kNoMemory when eviction
+// is disabled). Eviction frees a page unless another thread still holds a
+// live byte of it: every actor that moves a KeyMeta off a page unpublishes
+// the entry just after the CMap change, so a thread preempted between the
+// two keeps the page's live count up while no KeyMeta points into it. The
+// writer then waits (yields and retries, counted as reclaim_waits) instead
+// of failing: that thread never waits for anything a writer holds. The worker keeps a reserve of
 // free pages so that the request path rarely gets there: it relocates the
 // staging page's entries, drains pages with a quarter or more dead bytes,
 // asks ARC for victims (ForceEvictOne) when no page is sparse enough, and
@@ -82,6 +87,7 @@
 #define FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -123,6 +129,11 @@ struct ShardConfig {
   uint32_t page_size = 0;
   uint32_t max_keys = 0;
   bool eviction_enabled = true;
+  // How long a writer that found no room keeps waiting for other threads'
+  // operations in flight to release pages before it answers kNoMemory (see
+  // NodeShard::Reserve). Only a thread stalled that long mid-operation, or
+  // an accounting bug, can make a writer reach it.
+  std::chrono::milliseconds reclaim_patience{2000};
   const Clock* clock = nullptr;
   // The write lock of any key, which may live on another node's shard (its
   // lock home); TTL reclamation try-locks it.
@@ -186,6 +197,7 @@ class NodeShard {
     return uint64_t{config_.page_count} * config_.page_size;
   }
   const PagePool& pool() const { return pool_; }
+  PagePool& mutable_pool_for_testing() { return pool_; }
 
  private:
   using Arc = ConcurrentARC<KeyMeta>;
@@ -210,10 +222,16 @@ class NodeShard {
 
   // Finds `capacity` bytes for a write, reclaiming in line if it must.
   Error Reserve(uint32_t capacity, Reservation* out);
+  // What one in-line reclaim step achieved.
+  enum class Reclaim {
+    kProgress,  // something was freed (here or by another thread): look again
+    kWait,      // what is left to free is held by an operation in flight on
+                // another thread, which finishes without waiting for us
+    kNoMemory,  // full, and eviction is disabled
+  };
   // One in-line reclaim step for a writer that found no room for
-  // `capacity` bytes; kOk if it should look again, kNoMemory if nothing can
-  // be reclaimed without evicting and eviction is disabled.
-  Error ReclaimForWriter(uint32_t capacity);
+  // `capacity` bytes.
+  Reclaim ReclaimForWriter(uint32_t capacity);
 
   // REQUIRES: reclaim_mu_ held.
   // Moves the live entries of frozen page `page` to the relocation page.

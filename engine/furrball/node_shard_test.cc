@@ -3,8 +3,11 @@
 // refill and TTL reclamation are each shown deterministically.
 #include "engine/furrball/node_shard.h"
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -21,7 +24,9 @@ constexpr uint32_t kPageSize = 64 << 10;
 
 class NodeShardTest : public ::testing::Test {
  protected:
-  void Open(uint32_t pages, bool eviction = true, uint32_t max_keys = 100000) {
+  void Open(uint32_t pages, bool eviction = true, uint32_t max_keys = 100000,
+            std::chrono::milliseconds reclaim_patience =
+                std::chrono::milliseconds(2000)) {
     NumaticOptions o;
     o.simulate_nodes = 1;
     absl::StatusOr<std::unique_ptr<Numatic>> n = Numatic::Create(o);
@@ -33,6 +38,7 @@ class NodeShardTest : public ::testing::Test {
     c.page_size = kPageSize;
     c.max_keys = max_keys;
     c.eviction_enabled = eviction;
+    c.reclaim_patience = reclaim_patience;
     c.clock = &clock_;
     c.key_lock_for = [](void* self, const HashPair& h) -> SpinLock& {
       return static_cast<NodeShardTest*>(self)->LockFor(h);
@@ -221,6 +227,63 @@ TEST_F(NodeShardTest, SmallestPoolWithoutEvictionFailsThenRecovers) {
     ASSERT_EQ(Set(1000 + i, ValueFor(1000 + i, kValue)).error, Error::kOk)
         << i;
   }
+}
+
+// Every actor that moves a KeyMeta off a page (overwrite, delete, eviction,
+// relocation) unpublishes the old entry just after its CMap change; a thread
+// preempted between the two keeps the page's live count up although no
+// KeyMeta points into it any more. A writer that finds every page held that
+// way must wait for those threads, not answer kNoMemory: this was the
+// furrball_stress_test flake (4 nodes, thread-local routing: a node under
+// all four writers, its last evictable page held by a preempted thread
+// longer than the writer's then bounded 1024 reclaim rounds).
+TEST_F(NodeShardTest, WriterWithNoRoomWaitsForAnUnpublishInFlight) {
+  // Patience far beyond anything this test needs: it must never decide.
+  Open(/*pages=*/8, /*eviction=*/true, /*max_keys=*/100000,
+       std::chrono::minutes(10));
+  const size_t kValue = 30000;  // two per page
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_EQ(Set(i, ValueFor(i, kValue)).error, Error::kOk) << i;
+  }
+  // Play the preempted threads: one in-flight entry on every page that the
+  // writer could evict (sealed, no write pending).
+  PagePool& pool = shard_->mutable_pool_for_testing();
+  std::vector<uint32_t> held;
+  for (uint32_t p = 0; p < pool.page_count(); ++p) {
+    const uint64_t w = pool.page(p).state.load();
+    const PageTier tier = PageState::Tier(w);
+    if (PageState::IsOpen(w) || PageState::Pending(w) != 0 ||
+        tier == PageTier::kEmpty || tier == PageTier::kFreeze) {
+      continue;
+    }
+    pool.Publish(p, 8);
+    held.push_back(p);
+  }
+  ASSERT_FALSE(held.empty());
+  ASSERT_LE(pool.free_pages(), kRelocationReserve);
+
+  std::atomic<bool> done{false};
+  SetResult result;
+  std::thread writer([&] {
+    result = Set(1000, ValueFor(1000, 2 * kValue));
+    done.store(true);
+  });
+  // No sleep: let the writer find every page held many times over (far more
+  // rounds than the old bound), or finish, which is the failure this test is
+  // for.
+  constexpr uint64_t kWaitRounds = 4096;
+  while (!done.load() && shard_->Snapshot().reclaim_waits < kWaitRounds) {
+    std::this_thread::yield();
+  }
+  const bool waited_first = !done.load();
+  for (uint32_t p : held) pool.Unpublish(p, 8);
+  writer.join();
+  EXPECT_TRUE(waited_first) << "the writer returned while pages were held: "
+                            << ErrorName(result.error);
+  ASSERT_EQ(result.error, Error::kOk) << ErrorName(result.error);
+  std::string v;
+  ASSERT_TRUE(Get(1000, &v).found);
+  EXPECT_EQ(v, ValueFor(1000, 2 * kValue));
 }
 
 TEST_F(NodeShardTest, ExpiredKeysAreReclaimedInTheBackground) {

@@ -49,6 +49,7 @@ enum class Counter : uint8_t {
   kRelocations,
   kPagesDrained,
   kPagesRecycled,
+  kReclaimWaits,
   kCount,
 };
 

@@ -211,13 +211,18 @@ bool PagePool::ReserveForRelocation(uint32_t capacity, Reservation* out) {
   return TryBump(fresh, capacity, out);
 }
 
-uint64_t PagePool::SealOpenPagesForReclaim() {
-  uint64_t waste = Seal(current_.load(std::memory_order_acquire));
+bool PagePool::SealOpenPagesForReclaim(uint64_t* tail_waste) {
+  const uint32_t current = current_.load(std::memory_order_acquire);
+  bool sealed = PageState::IsOpen(
+      pages_[current].state.load(std::memory_order_relaxed));
+  *tail_waste = Seal(current);
   if (relocation_page_ != kNoPage) {
-    waste += Seal(relocation_page_);
+    sealed |= PageState::IsOpen(
+        pages_[relocation_page_].state.load(std::memory_order_relaxed));
+    *tail_waste += Seal(relocation_page_);
     relocation_page_ = kNoPage;
   }
-  return waste;
+  return sealed;
 }
 
 uint32_t PagePool::relocation_room() const {

@@ -254,10 +254,11 @@ class PagePool {
   // Seals the current page and the relocation page so that the reclaimer
   // may drain or evict them: the last resort of a pool so small that every
   // page is full and open (current, relocation, staging) or free only as
-  // the relocation reserve. Returns the tail bytes wasted. A sealed current
-  // page stays current until a writer rotates; if it is recycled first,
-  // rotation copes (see ReserveOnCurrent).
-  uint64_t SealOpenPagesForReclaim();
+  // the relocation reserve. Sets *tail_waste to the tail bytes wasted and
+  // returns whether any page was still open (false: nothing changed). A
+  // sealed current page stays current until a writer rotates; if it is
+  // recycled first, rotation copes (see ReserveOnCurrent).
+  bool SealOpenPagesForReclaim(uint64_t* tail_waste);
 
   // Reserves on the relocation destination, opening a new COLD page from
   // the free list when the current one is full. False when neither works.

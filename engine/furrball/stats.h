@@ -53,6 +53,9 @@ struct NodeStatsSnapshot {
   uint64_t pages_drained = 0;
   uint64_t pages_recycled = 0;  // by drain, eviction or because all died
   uint64_t promote_drops = 0;     // PromoteBuf overflow
+  // Rounds in which a writer with no room waited for another thread's
+  // operation in flight to release a page (NodeShard::Reserve).
+  uint64_t reclaim_waits = 0;
 };
 
 }  // namespace furrballs
