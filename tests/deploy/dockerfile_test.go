@@ -92,12 +92,12 @@ func TestDockerfile(t *testing.T) {
 	if len(stages) != 2 {
 		t.Fatalf("deploy/Dockerfile: want two stages (build, runtime), got %d", len(stages))
 	}
-	build, runtime := stages[0], stages[1]
-	if build.From != "debian:bookworm" {
-		t.Errorf("the build stage starts FROM %s; the project builds on Debian 12, debian:bookworm", build.From)
+	builder, runner := stages[0], stages[1]
+	if builder.From != "debian:bookworm" {
+		t.Errorf("the build stage starts FROM %s; the project builds on Debian 12, debian:bookworm", builder.From)
 	}
-	if runtime.From != "debian:bookworm-slim" && runtime.From != "debian:bookworm" {
-		t.Errorf("the runtime stage starts FROM %s; it must be bookworm to run what bookworm built", runtime.From)
+	if runner.From != "debian:bookworm-slim" && runner.From != "debian:bookworm" {
+		t.Errorf("the runtime stage starts FROM %s; it must be bookworm to run what bookworm built", runner.From)
 	}
 
 	// The build stage runs exactly the project's set-up script, its Bazel
@@ -109,7 +109,7 @@ func TestDockerfile(t *testing.T) {
 		"bazel build //service:furrballs_server",
 		"bash deploy/image_runtime.sh bazel-bin/service/furrballs_server /out",
 	}
-	runs := build.ops("RUN")
+	runs := builder.ops("RUN")
 	if len(runs) != len(want) {
 		t.Errorf("the build stage has %d RUN steps, want %d: %q", len(runs), len(want), want)
 	}
@@ -134,7 +134,7 @@ func TestDockerfile(t *testing.T) {
 	if !strings.Contains(string(serviceBuild), `name = "furrballs_server"`) {
 		t.Errorf("service/BUILD has no furrballs_server target")
 	}
-	for _, copy := range build.ops("COPY") {
+	for _, copy := range builder.ops("COPY") {
 		if strings.Contains(copy.Args, "--from=") && !strings.Contains(copy.Args, "/usr/local/go") {
 			t.Errorf("deploy/Dockerfile:%d: the build stage copies %q from another image; only the Go toolchain may come that way", copy.Line, copy.Args)
 		}
@@ -148,7 +148,7 @@ func TestDockerfile(t *testing.T) {
 	flags := serverFlags(t)
 	effective, _ := effectiveFlags(t, objs, &c, &pod, flags)
 
-	users := runtime.ops("USER")
+	users := runner.ops("USER")
 	if len(users) != 1 {
 		t.Fatalf("the runtime stage needs one USER instruction, has %d", len(users))
 	}
@@ -160,7 +160,7 @@ func TestDockerfile(t *testing.T) {
 	}
 
 	var exposed []string
-	for _, e := range runtime.ops("EXPOSE") {
+	for _, e := range runner.ops("EXPOSE") {
 		exposed = append(exposed, strings.Fields(e.Args)...)
 	}
 	for _, name := range []string{"listen_address", "metrics_address"} {
@@ -174,24 +174,24 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 
-	volumes := runtime.ops("VOLUME")
+	volumes := runner.ops("VOLUME")
 	if len(volumes) != 1 || strings.Trim(volumes[0].Args, `[]" `) != effective["data_dir"] {
 		t.Errorf("VOLUME %v; want the data directory %s", volumes, effective["data_dir"])
 	}
 
-	entry := runtime.ops("ENTRYPOINT")
+	entry := runner.ops("ENTRYPOINT")
 	if len(entry) != 1 || !strings.Contains(entry[0].Args, `"`+c.Command[0]+`"`) {
 		t.Errorf("ENTRYPOINT %v; the StatefulSet runs %s", entry, c.Command[0])
 	}
 	installed := false
-	for _, copy := range runtime.ops("COPY") {
+	for _, copy := range runner.ops("COPY") {
 		installed = installed || strings.HasSuffix(copy.Args, " "+c.Command[0])
 	}
 	if !installed {
 		t.Errorf("the runtime stage copies no server to %s", c.Command[0])
 	}
 
-	for _, env := range runtime.ops("ENV") {
+	for _, env := range runner.ops("ENV") {
 		for _, field := range strings.Fields(env.Args) {
 			name, _, _ := strings.Cut(field, "=")
 			flag, ok := strings.CutPrefix(name, "FURRBALLS_")

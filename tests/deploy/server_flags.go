@@ -56,7 +56,7 @@ func ParseServerFlags(mainCC string) (map[string]ServerFlag, error) {
 
 // A flag entry of Abseil's --helpfull, which may span several lines:
 //
-//	    --name (help text); default: value;
+//	--name (help text); default: value;
 var helpFlag = regexp.MustCompile(`(?s)^--(\w+) \((.*)\); default: (.*);$`)
 
 // HelpFlags runs `server --helpfull` and returns the flags it lists under
