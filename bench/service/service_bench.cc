@@ -48,6 +48,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include "bench/service/dispatch_metrics.h"
 #include "bench/service/server_process.h"
 #include "clients/cpp/client.h"
 
@@ -119,6 +120,9 @@ struct Sample {
   double p99_us = 0;
   // Server CPU time (all its threads) per key operation; 0 if unknown.
   double cpu_us_per_op = 0;
+  // Ops per NodeJob batch over the cell (warm-up included); 0 if the server
+  // has no dispatcher counters (the empty server) or ran none (direct mode).
+  double mean_batch = 0;
   uint64_t ops = 0;
   uint64_t errors = 0;
 };
@@ -151,8 +155,12 @@ std::shared_ptr<grpc::Channel> OwnChannel(const std::string& target) {
 
 class Load {
  public:
-  Load(const Settings& settings, const ServerProcess* server)
-      : settings_(settings), server_(server), value_(settings.value_bytes, 'v') {
+  // `metrics_port` is the server's Prometheus port, or 0 for none.
+  Load(const Settings& settings, const ServerProcess* server, int metrics_port)
+      : settings_(settings),
+        server_(server),
+        metrics_port_(metrics_port),
+        value_(settings.value_bytes, 'v') {
     const std::string address = server->address();
     client::ClientOptions options;
     options.default_timeout = std::chrono::seconds(10);
@@ -189,6 +197,9 @@ class Load {
   }
 
   Sample Run(CellKind kind, uint64_t seed) {
+    // Scraped before and after the cell, outside the recorded window, so the
+    // scrapes' own CPU time is not counted.
+    std::optional<DispatchCounters> before = Scrape();
     std::vector<ThreadResult> results(clients_.size());
     const Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);
     const Clock::time_point recorded = start + settings_.warmup;
@@ -211,6 +222,7 @@ class Load {
     std::this_thread::sleep_until(end);
     const double cpu_end = server_->CpuSeconds();
     for (auto& th : threads) th.join();
+    std::optional<DispatchCounters> after = Scrape();
 
     Sample s;
     std::vector<uint32_t> all;
@@ -226,6 +238,10 @@ class Load {
     if (cpu_start >= 0 && cpu_end >= 0 && s.ops > 0) {
       s.cpu_us_per_op = (cpu_end - cpu_start) * 1e6 / static_cast<double>(s.ops);
     }
+    if (before && after && after->batches > before->batches) {
+      s.mean_batch =
+          (after->ops - before->ops) / (after->batches - before->batches);
+    }
     return s;
   }
 
@@ -235,6 +251,13 @@ class Load {
     const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * v.size()));
     std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(i), v.end());
     return v[i];
+  }
+
+  std::optional<DispatchCounters> Scrape() const {
+    if (metrics_port_ == 0) return std::nullopt;
+    auto c = ScrapeDispatchCounters(metrics_port_);
+    if (!c.ok()) return std::nullopt;
+    return *c;
   }
 
   std::string RandomKey(std::mt19937_64& rng) const {
@@ -331,6 +354,7 @@ class Load {
 
   const Settings settings_;
   const ServerProcess* const server_;
+  const int metrics_port_;
   const std::string value_;
   std::vector<std::unique_ptr<client::Client>> clients_;
 };
@@ -424,23 +448,27 @@ void PrintReport(const Settings& s, const std::vector<ServerConfig>& configs,
       std::thread::hardware_concurrency());
   std::printf(
       "| cell | server | key ops/s | p50 µs | p99 µs | server CPU µs/op | "
-      "errors |\n"
-      "|---|---|---:|---:|---:|---:|---:|\n");
+      "ops/batch | errors |\n"
+      "|---|---|---:|---:|---:|---:|---:|---:|\n");
   for (const CellSpec& cell : cells) {
     for (const ServerConfig& config : configs) {
       const std::vector<Sample>& v = results.at(config.name).at(cell.name);
-      std::vector<double> ops, p50, p99, cpu;
+      std::vector<double> ops, p50, p99, cpu, batch;
       uint64_t errors = 0;
       for (const Sample& x : v) {
         ops.push_back(x.ops_per_s);
         p50.push_back(x.p50_us);
         p99.push_back(x.p99_us);
         cpu.push_back(x.cpu_us_per_op);
+        batch.push_back(x.mean_batch);
         errors += x.errors;
       }
-      std::printf("| %s | %s | %.0f | %.0f | %.0f | %.1f | %llu |\n",
+      const double mean_batch = Median(batch);
+      std::printf("| %s | %s | %.0f | %.0f | %.0f | %.1f | %s | %llu |\n",
                   cell.name.c_str(), config.label.c_str(), Median(ops),
                   Median(p50), Median(p99), Median(cpu),
+                  mean_batch > 0 ? absl::StrFormat("%.1f", mean_batch).c_str()
+                                 : "–",
                   static_cast<unsigned long long>(errors));
     }
   }
@@ -540,7 +568,7 @@ int Main(int argc, char** argv) {
     }
     std::fprintf(csv,
                  "run,server,cell,ops_per_s,p50_us,p99_us,server_cpu_us_per_op,"
-                 "ops,errors\n");
+                 "mean_batch,ops,errors\n");
   }
 
   // Every server runs for the whole benchmark (an idle one costs next to no
@@ -550,28 +578,44 @@ int Main(int argc, char** argv) {
   std::vector<std::unique_ptr<ServerProcess>> servers;
   std::vector<std::unique_ptr<Load>> loads;
   for (const ServerConfig& config : *configs) {
-    std::vector<std::string> argv;
-    std::string marker;
-    if (config.empty) {
-      argv = {absl::GetFlag(FLAGS_empty_binary), "--address=127.0.0.1:0"};
-      marker = "empty_server: listening on ";
-    } else {
-      argv = {absl::GetFlag(FLAGS_server_binary),
-              "--listen_address=127.0.0.1:0", "--metrics_address=",
-              "--shutdown_deadline_ms=2000"};
-      for (const std::string& f : config.flags) argv.push_back(f);
-      for (const std::string& f : SplitFlags(server_flags)) argv.push_back(f);
-      marker = "serving furrballs.v1.Cache on ";
+    // A free metrics port is only free until someone takes it: a start that
+    // fails is retried with another.
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server;
+    int metrics_port = 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      std::vector<std::string> argv;
+      std::string marker;
+      if (config.empty) {
+        argv = {absl::GetFlag(FLAGS_empty_binary), "--address=127.0.0.1:0"};
+        marker = "empty_server: listening on ";
+      } else {
+        auto port = PickFreeLoopbackPort();
+        if (!port.ok()) {
+          server = port.status();
+          break;
+        }
+        metrics_port = *port;
+        argv = {absl::GetFlag(FLAGS_server_binary),
+                "--listen_address=127.0.0.1:0",
+                absl::StrCat("--metrics_address=127.0.0.1:", metrics_port),
+                "--shutdown_deadline_ms=2000"};
+        for (const std::string& f : config.flags) argv.push_back(f);
+        for (const std::string& f : SplitFlags(server_flags)) {
+          argv.push_back(f);
+        }
+        marker = "serving furrballs.v1.Cache on ";
+      }
+      std::fprintf(stderr, "starting %s: %s\n", config.label.c_str(),
+                   absl::StrJoin(argv, " ").c_str());
+      server = ServerProcess::Start(argv, marker, std::chrono::seconds(30));
+      if (server.ok()) break;
     }
-    std::fprintf(stderr, "starting %s: %s\n", config.label.c_str(),
-                 absl::StrJoin(argv, " ").c_str());
-    auto server = ServerProcess::Start(argv, marker, std::chrono::seconds(30));
     if (!server.ok()) {
       std::fprintf(stderr, "service_bench: %s: %s\n", config.name.c_str(),
                    std::string(server.status().message()).c_str());
       return 1;
     }
-    auto load = std::make_unique<Load>(s, server->get());
+    auto load = std::make_unique<Load>(s, server->get(), metrics_port);
     absl::Status ready = load->Connect();
     if (ready.ok()) ready = load->Preload();
     if (!ready.ok()) {
@@ -598,18 +642,18 @@ int Main(int argc, char** argv) {
         results[config.name][cell.name].push_back(sample);
         std::fprintf(stderr,
                      "run %d/%d  %-9s %-28s %10.0f key ops/s  p50 %6.0f µs  "
-                     "p99 %7.0f µs  cpu %5.1f µs/op%s\n",
+                     "p99 %7.0f µs  cpu %5.1f µs/op  batch %4.1f%s\n",
                      run + 1, s.runs, cell.name.c_str(), config.label.c_str(),
                      sample.ops_per_s, sample.p50_us, sample.p99_us,
-                     sample.cpu_us_per_op,
+                     sample.cpu_us_per_op, sample.mean_batch,
                      sample.errors > 0
                          ? absl::StrCat("  errors ", sample.errors).c_str()
                          : "");
         if (csv != nullptr) {
-          std::fprintf(csv, "%d,%s,%s,%.1f,%.1f,%.1f,%.2f,%llu,%llu\n",
+          std::fprintf(csv, "%d,%s,%s,%.1f,%.1f,%.1f,%.2f,%.2f,%llu,%llu\n",
                        run + 1, config.name.c_str(), cell.name.c_str(),
                        sample.ops_per_s, sample.p50_us, sample.p99_us,
-                       sample.cpu_us_per_op,
+                       sample.cpu_us_per_op, sample.mean_batch,
                        static_cast<unsigned long long>(sample.ops),
                        static_cast<unsigned long long>(sample.errors));
           std::fflush(csv);
