@@ -45,7 +45,7 @@ MODES = {
                       "B:zipfian:1:{rate}"],
         depth16_cells=["A:zipfian:16:0", "B:zipfian:16:0", "C:zipfian:16:0",
                        "F:zipfian:16:0"],
-        validation_seconds=3.0, rb_requests=100000,
+        validation_seconds=2.0, rb_requests=60000,
         ycsb_records=20000, ycsb_ops=50000, ycsb_workloads="abcf",
         ycsb_max_seconds=40, ghz_seconds=10),
     "short": dict(
@@ -63,6 +63,10 @@ FURRBALLS_BACKENDS = ["furrballs", "furrballs_pipeline", "furrballs_multi"]
 # The redis-benchmark check passes when the driver's throughput is within this
 # fraction of redis-benchmark's, at every depth and command.
 VALIDATION_TOLERANCE = 0.25
+# Alternations of the two tools. The first full run used 3 and saw
+# redis-benchmark's own throughput vary up to 5x between rounds on a busy
+# machine; 5 shorter rounds give the medians more to stand on.
+VALIDATION_ROUNDS = 5
 
 
 class Progress:
@@ -303,11 +307,12 @@ def phase_validation(cfg, servers, bin_dir, out_dir, progress):
 
     Both sides have the same shape: as many client threads as connections
     (redis-benchmark --threads), 64 B values, 16-byte keys drawn uniformly
-    from the same number of keys. The two tools alternate, three times each,
-    and the medians are compared, so that a burst of load from other
-    processes does not land on one tool only.
+    from the same number of keys. The two tools alternate, VALIDATION_ROUNDS
+    times each, and the medians are compared, so that a burst of load from
+    other processes does not land on one tool only.
     """
-    progress.step("validation: redis-benchmark vs the driver on one Redis, 3 rounds")
+    progress.step("validation: redis-benchmark vs the driver on one Redis, %d rounds"
+                  % VALIDATION_ROUNDS)
     driver = os.path.join(bin_dir, "bench", "peers", "peers_bench")
     log = os.path.join(out_dir, "logs", "validation.log")
     keys = cfg["records"]
@@ -316,7 +321,7 @@ def phase_validation(cfg, servers, bin_dir, out_dir, progress):
     host, port = address.split(":")
     rows = []
     jsonl = os.path.join(out_dir, "validation_driver.jsonl")
-    for rep in range(3):
+    for rep in range(VALIDATION_ROUNDS):
         for depth in (1, 16):
             out = run(["redis-benchmark", "-h", host, "-p", port, "-c", str(threads),
                        "--threads", str(threads),
@@ -339,7 +344,8 @@ def phase_validation(cfg, servers, bin_dir, out_dir, progress):
         op = "SET" if r["workload"] == "S" else "GET"
         lat = r["update_p50_us"] if op == "SET" else r["read_p50_us"]
         lat99 = r["update_p99_us"] if op == "SET" else r["read_p99_us"]
-        rows.append({"tool": "peers_bench", "command": op, "depth": r["depth"],
+        rows.append({"tool": "peers_bench", "round": r["round"], "command": op,
+                     "depth": r["depth"],
                      "ops_per_second": r["ops_per_second"], "p50_us": lat, "p99_us": lat99})
     with open(os.path.join(out_dir, "validation.json"), "w") as f:
         json.dump(rows, f, indent=1)
@@ -701,17 +707,26 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
     L.append("One Redis; both tools with %d client threads of one connection each "
              "(`redis-benchmark -c N --threads N`), 64 B values, 16-byte keys uniform over "
              "%d; redis-benchmark `-P 1` and `-P 16` against the driver at depth 1 and 16; "
-             "the tools alternate three times and the medians are compared. Criterion, "
-             "fixed before the run: the driver's median throughput within ±%d%% of "
-             "redis-benchmark's for each command and depth." %
-             (cfg["threads"], cfg["records"], VALIDATION_TOLERANCE * 100))
+             "the tools alternate %d times and the medians are compared. Criterion, "
+             "fixed before the first run: the driver's median throughput within ±%d%% of "
+             "redis-benchmark's for each command and depth. Added after the first full "
+             "run, in which redis-benchmark's own throughput varied up to 5x between "
+             "rounds while both tools' median latencies stayed within tens of percent: the "
+             "same ±%d%% test on the p50 latency, which a descheduled server or client "
+             "moves far less than throughput (an average that every stall drags down); "
+             "and the best round of each, for reference." %
+             (cfg["threads"], cfg["records"],
+              len({x.get("round") for x in validation if x["tool"] == "peers_bench"}),
+              VALIDATION_TOLERANCE * 100, VALIDATION_TOLERANCE * 100))
     L.append("")
-    L.append("| command | depth | redis-benchmark ops/s | driver ops/s | driver/rb | "
-             "within ±%d%% | rb p50 µs | driver p50 µs | rb rounds | driver rounds |" %
-             (VALIDATION_TOLERANCE * 100))
-    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| command | depth | rb ops/s (median) | driver ops/s (median) | driver/rb "
+             "| throughput within ±%d%% | rb p50 µs | driver p50 µs | driver/rb p50 "
+             "| p50 within ±%d%% | best driver/best rb | rb rounds | driver rounds |" %
+             (VALIDATION_TOLERANCE * 100, VALIDATION_TOLERANCE * 100))
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     passed = 0
     checks = 0
+    passed_p50 = 0
     for cmd in ["SET", "GET"]:
         for depth in (1, 16):
             rb = [x for x in validation if x["tool"] == "redis-benchmark"
@@ -722,18 +737,25 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
                 continue
             rb_ops = statistics.median(x["ops_per_second"] for x in rb)
             dr_ops = statistics.median(x["ops_per_second"] for x in dr)
+            rb_p50 = statistics.median(x["p50_us"] for x in rb)
+            dr_p50 = statistics.median(x["p50_us"] for x in dr)
             q = dr_ops / rb_ops
+            q50 = dr_p50 / rb_p50
             ok = abs(q - 1) <= VALIDATION_TOLERANCE
+            ok50 = abs(q50 - 1) <= VALIDATION_TOLERANCE
             checks += 1
             passed += ok
-            L.append("| %s | %d | %.0f | %.0f | %.2f | %s | %.0f | %.0f | %s | %s |" % (
-                cmd, depth, rb_ops, dr_ops, q, "yes" if ok else "**no**",
-                statistics.median(x["p50_us"] for x in rb),
-                statistics.median(x["p50_us"] for x in dr),
-                " ".join("%.0f" % x["ops_per_second"] for x in rb),
-                " ".join("%.0f" % x["ops_per_second"] for x in dr)))
+            passed_p50 += ok50
+            best = max(x["ops_per_second"] for x in dr) / max(x["ops_per_second"] for x in rb)
+            L.append("| %s | %d | %.0f | %.0f | %.2f | %s | %.0f | %.0f | %.2f | %s | %.2f "
+                     "| %s | %s |" % (
+                         cmd, depth, rb_ops, dr_ops, q, "yes" if ok else "**no**",
+                         rb_p50, dr_p50, q50, "yes" if ok50 else "**no**", best,
+                         " ".join("%.0f" % x["ops_per_second"] for x in rb),
+                         " ".join("%.0f" % x["ops_per_second"] for x in dr)))
     L.append("")
-    L.append("Validation: %d of %d within tolerance." % (passed, checks))
+    L.append("Validation: throughput %d of %d within ±%d%%; p50 latency %d of %d." % (
+        passed, checks, VALIDATION_TOLERANCE * 100, passed_p50, checks))
     L.append("")
 
     L.append("## YCSB 0.17.0 (bench/ycsb bindings)")
