@@ -479,6 +479,7 @@ void PrintReport(const Settings& s, const std::vector<ServerConfig>& configs,
   };
   const RatioSpec ratios[] = {
       {"Furrballs/empty", "nodejob64", "empty"},
+      {"direct/empty", "direct", "empty"},
       {"NodeJob/direct", "nodejob64", "direct"},
       {"batch 16/1", "nodejob16", "nodejob1"},
       {"batch 64/1", "nodejob64", "nodejob1"},

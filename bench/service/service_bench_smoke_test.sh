@@ -12,7 +12,7 @@ out=$(mktemp)
 cat "$out"
 for want in "| get | empty handler |" "| multiget | Furrballs direct |" \
             "| pipeline | Furrballs NodeJob, batch 1 |" \
-            "| throughput | Furrballs/empty | NodeJob/direct | batch 16/1 | batch 64/1 |"; do
+            "| throughput | Furrballs/empty | direct/empty | NodeJob/direct | batch 16/1 | batch 64/1 |"; do
   grep -qF -- "$want" "$out" || { echo "FAIL: report lacks: $want"; exit 1; }
 done
 # The errors column (the last) is 0 in every row of the results table.
