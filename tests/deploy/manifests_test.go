@@ -672,3 +672,86 @@ func TestKubeletConfigs(t *testing.T) {
 		})
 	}
 }
+
+// The reference host of deploy/README.md and the kubelet examples: two NUMA
+// nodes, each 16 cores with SMT (node 0: CPUs 0-15 and siblings 32-47,
+// node 1: 16-31 and 48-63) and 64 GiB.
+var referenceNodeCPUs = [][]int{
+	append(idRange(0, 15), idRange(32, 47)...),
+	append(idRange(16, 31), idRange(48, 63)...),
+}
+
+const referenceNodeMemory = 64 << 30
+
+func idRange(first, last int) []int {
+	var ids []int
+	for id := first; id <= last; id++ {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// On the reference host, with the kubelet example's reservations, a
+// per-numa-node pod fits one NUMA node exactly once (so the layout really is
+// one pod per node) and a per-host pod needs both nodes and fits the host
+// once; CPU counts are whole cores (full-pcpus-only).
+func TestReferenceHostSizing(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(RepoRoot(), "deploy/kubelet/kubelet-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kc kubeletv1beta1.KubeletConfiguration
+	if err := strict(data, &kc); err != nil {
+		t.Fatal(err)
+	}
+	reserved := map[int]bool{}
+	for _, part := range strings.Split(kc.ReservedSystemCPUs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil {
+			t.Fatalf("reservedSystemCPUs %q: write single CPUs for this test", kc.ReservedSystemCPUs)
+		}
+		reserved[n] = true
+	}
+	var nodeCPUs [2]int64
+	var nodeMemory [2]int64
+	for node, cpus := range referenceNodeCPUs {
+		for _, cpu := range cpus {
+			if !reserved[cpu] {
+				nodeCPUs[node]++
+			}
+		}
+		nodeMemory[node] = referenceNodeMemory
+		for _, r := range kc.ReservedMemory {
+			if int(r.NumaNode) == node {
+				q := r.Limits[corev1.ResourceMemory]
+				nodeMemory[node] -= q.Value()
+			}
+		}
+	}
+	t.Logf("reference host allocatable per NUMA node: %v CPUs, %v bytes", nodeCPUs, nodeMemory)
+
+	for _, dir := range []string{"deploy/k8s/overlays/per-numa-node", "deploy/k8s/overlays/per-host"} {
+		objs := build(t, dir)
+		limits := objs.StatefulSets[0].Spec.Template.Spec.Containers[0].Resources.Limits
+		cpuQ, memQ := limits[corev1.ResourceCPU], limits[corev1.ResourceMemory]
+		cpu, mem := cpuQ.Value(), memQ.Value()
+		if cpu%2 != 0 {
+			t.Errorf("%s: %d CPUs is not whole cores; full-pcpus-only rejects the pod", dir, cpu)
+		}
+		if strings.Contains(dir, "per-numa-node") {
+			if cpu > nodeCPUs[0] || mem > nodeMemory[0] {
+				t.Errorf("%s: %d CPUs / %s does not fit one NUMA node (%d CPUs, %d bytes)", dir, cpu, memQ.String(), nodeCPUs[0], nodeMemory[0])
+			}
+			if 2*cpu <= nodeCPUs[0] && 2*mem <= nodeMemory[0] {
+				t.Errorf("%s: two pods fit one NUMA node; the layout would not be one pod per node", dir)
+			}
+		} else {
+			if cpu <= nodeCPUs[0] && mem <= nodeMemory[0] {
+				t.Errorf("%s: the pod fits one NUMA node; it would not span the host", dir)
+			}
+			if cpu > nodeCPUs[0]+nodeCPUs[1] || mem > nodeMemory[0]+nodeMemory[1] {
+				t.Errorf("%s: %d CPUs / %s does not fit the host", dir, cpu, memQ.String())
+			}
+		}
+	}
+}
