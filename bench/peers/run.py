@@ -573,6 +573,47 @@ def make_plots(out_dir, driver, rss, ycsb, ghz):
         plt.close(fig)
 
 
+def write_summary(out_dir, driver, ycsb, ghz, ops_of, command):
+    """summary.md: the table docs/peers_bench.md and the README quote."""
+    S = ["| value | workload | keys | depth | Redis ops/s | memcached ops/s | Furrballs "
+         "ops/s (client) | Furrballs/Redis | Furrballs/memcached |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in driver:
+        if r["backend"] != "redis" or r["loop"] != "closed":
+            continue
+        c, v = cell_name(r), r["value_bytes"]
+        rd, mc = ops_of("redis", c, v), ops_of("memcached", c, v)
+        # Furrballs' best client for the cell: at depth 1 unary or Pipeline, at
+        # depth 16 also MultiGet/MultiSet.
+        fb, client = max((ops_of(b, c, v) or 0, b) for b in FURRBALLS_BACKENDS)
+        S.append("| %d B | %s | %s | %d | %.0f | %.0f | %.0f (%s) | %s | %s |" % (
+            v, r["workload"], r["distribution"], r["depth"], rd, mc, fb, client,
+            ratio(fb, rd), ratio(fb, mc)))
+    runs = [r for r in ycsb if r["phase"] == "run"]
+    if runs:
+        S.append("")
+        S.append("| YCSB 0.17.0 workload | Redis ops/s | memcached ops/s | Furrballs ops/s | "
+                 "Furrballs/Redis | Furrballs/memcached |")
+        S.append("|---|---|---|---|---|---|")
+        for w in sorted({r["workload"] for r in runs}):
+            ops = {r["system"]: r["metrics"].get("OVERALL", {}).get("Throughput(ops/sec)")
+                   for r in runs if r["workload"] == w}
+            S.append("| %s | %.0f | %.0f | %.0f | %s | %s |" % (
+                w, ops.get("redis") or 0, ops.get("memcached") or 0,
+                ops.get("furrballs") or 0, ratio(ops.get("furrballs"), ops.get("redis")),
+                ratio(ops.get("furrballs"), ops.get("memcached"))))
+    if len(ghz) == 2:
+        S.append("")
+        S.append("Transport limit (ghz Get, 16 concurrent): Furrballs %.0f/s, empty gRPC "
+                 "handler %.0f/s (%.2f)." % (ghz[0]["ops_per_second"], ghz[1]["ops_per_second"],
+                                             ghz[0]["ops_per_second"] /
+                                             max(ghz[1]["ops_per_second"], 1)))
+    S.append("")
+    S.append("Reproduce: `%s`." % command)
+    with open(os.path.join(out_dir, "summary.md"), "w") as f:
+        f.write("\n".join(S) + "\n")
+
+
 def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=None):
     driver = read_jsonl(os.path.join(out_dir, "driver.jsonl"))
     write_driver_csv(driver, os.path.join(out_dir, "driver.csv"))
@@ -664,6 +705,7 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
                 row += [fmt_ops(fb), ratio(fb, rd), ratio(fb, mc)] if fb else ["—"] * 3
             L.append("| " + " | ".join(row) + " |")
     L.append("")
+    write_summary(out_dir, driver, ycsb, ghz, ops_of, command)
     L.append("![throughput](throughput.png)")
     L.append("")
 
