@@ -4,7 +4,7 @@
 # check, ghz for the gRPC transport limit). Writes
 # bench/results/<date>-<host>[-short]/ with report.md, raw data and plots.
 #
-#   bench/peers/run.sh            full mode, about 20 minutes on 2 cores
+#   bench/peers/run.sh            full mode, about 12 minutes on 2 cores + builds
 #   bench/peers/run.sh --short    smoke run, a few minutes
 #
 # It installs what is missing (tools/setup.sh: Debian packages, ghz), builds
