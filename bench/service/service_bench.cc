@@ -153,6 +153,9 @@ std::shared_ptr<grpc::Channel> OwnChannel(const std::string& target) {
                                    args);
 }
 
+// The load generator for one server: --threads clients, each over its own
+// connection, kept open across cells so that connecting is never timed.
+// Thread-compatible: one Run at a time; Run starts and joins its own threads.
 class Load {
  public:
   // `metrics_port` is the server's Prometheus port, or 0 for none.
