@@ -81,8 +81,9 @@ fi
 (cd tests/deploy && FURRBALLS_SERVER="$server" GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
   go test -json -count=1 ./... >"$out/deploy.json" 2>"$out/deploy.err")
 rc=$?
+p=0 f=0
 read -r p f < <(python3 tests/deploy/go_test_counts.py "$out/deploy.json")
-if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+if [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then
   echo "   go test exited with $rc:"
   tail -20 "$out/deploy.err"
   f=1
