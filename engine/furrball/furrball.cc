@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "engine/furrball/page_pool.h"
 #include "engine/numatic/error_status.h"
 #include "engine/numatic/numatic.h"
+#include "engine/spill/spill_store.h"
 
 namespace furrballs {
 
@@ -27,11 +31,95 @@ using furrball_internal::NodeJob;
 using furrball_internal::NodeShard;
 using furrball_internal::PagePool;
 using furrball_internal::ShardConfig;
+using furrball_internal::SpilledKey;
 
 namespace {
 
 // See furrball_testing.h. Read once per node at Open.
 std::atomic<int> node_init_failure_for_testing{-1};
+
+// The engine's part of the spill manifest (the store adds its page list and
+// checks the whole with a checksum):
+//   u32 magic "FBEM", u32 version 1, the 192-byte hash secret,
+//   u64 wall-clock ms at shutdown, u32 node count, then per node:
+//   u64 next version, u64 key count, keys of
+//   (u64 h1, u64 h2, u64 page id, u64 version, u64 remaining ttl ms or 0).
+constexpr uint32_t kEngineManifestMagic = 0x4d454246;  // "FBEM"
+constexpr uint32_t kEngineManifestVersion = 1;
+
+struct RestoredNode {
+  uint64_t next_version = 0;
+  std::vector<std::pair<HashPair, SpilledKey>> keys;  // expiry = remaining ms
+};
+struct Restored {
+  HashSecret secret;
+  uint64_t wall_ms = 0;
+  std::vector<RestoredNode> nodes;
+};
+
+uint64_t WallMs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+template <typename T>
+void Append(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  bool Read(T* v) {
+    if (in_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(v, in_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool Bytes(void* out, size_t n) {
+    if (in_.size() - pos_ < n) return false;
+    std::memcpy(out, in_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+std::optional<Restored> ParseEngineManifest(std::string_view bytes,
+                                            int node_count) {
+  Reader r(bytes);
+  Restored out;
+  uint32_t magic = 0, version = 0, nodes = 0;
+  if (!r.Read(&magic) || magic != kEngineManifestMagic ||
+      !r.Read(&version) || version != kEngineManifestVersion ||
+      !r.Bytes(out.secret.data(), out.secret.size()) || !r.Read(&out.wall_ms) ||
+      !r.Read(&nodes) || static_cast<int>(nodes) != node_count) {
+    return std::nullopt;
+  }
+  out.nodes.resize(nodes);
+  for (RestoredNode& node : out.nodes) {
+    uint64_t count = 0;
+    if (!r.Read(&node.next_version) || !r.Read(&count)) return std::nullopt;
+    for (uint64_t i = 0; i < count; ++i) {
+      HashPair h;
+      SpilledKey k;
+      if (!r.Read(&h.h1) || !r.Read(&h.h2) || !r.Read(&k.page_id) ||
+          !r.Read(&k.version) || !r.Read(&k.expiry_ms)) {
+        return std::nullopt;
+      }
+      node.keys.emplace_back(h, k);
+    }
+  }
+  if (!r.done()) return std::nullopt;
+  return out;
+}
 
 }  // namespace
 
@@ -74,6 +162,10 @@ absl::Status ValidateOptions(const FurrBallOptions& o) {
   if (o.job_queue_capacity == 0 || o.job_queue_capacity > (size_t{1} << 24)) {
     return bad("job_queue_capacity = ", o.job_queue_capacity,
                ": must be in [1, 2^24]");
+  }
+  if (!o.spill_dir.empty() && o.routing != RoutingPolicy::kHash) {
+    return bad("spill_dir needs routing = kHash (a spilled key's node must "
+               "be a function of its hash)");
   }
   return absl::OkStatus();
 }
@@ -121,8 +213,10 @@ namespace {
 class FurrBallImpl final : public FurrBall {
  public:
   FurrBallImpl(const FurrBallOptions& options, std::unique_ptr<Numatic> numatic,
-               std::vector<int> nodes)
-      : options_(options),
+               std::vector<int> nodes,
+               std::unique_ptr<spill::SpillStore> spill_store)
+      : spill_store_(std::move(spill_store)),
+        options_(options),
         hasher_(options.hash_secret.has_value() ? KeyHasher(*options.hash_secret)
                                                 : KeyHasher(options.hash_seed)),
         clock_(options.clock != nullptr ? options.clock : SteadyClock::Get()),
@@ -137,7 +231,61 @@ class FurrBallImpl final : public FurrBall {
   // Workers first: a queued job may still use any shard.
   ~FurrBallImpl() override {
     Close();
+    if (spill_store_ != nullptr && options_.warm_restart) {
+      PersistForWarmRestart().IgnoreError();  // a failure means a cold start
+    }
     for (ShardPtr& shard : shards_) shard.reset();
+  }
+
+  // Graceful shutdown with the spill tier: every resident page goes to the
+  // store, then the manifest (secret, versions, index) is written.
+  absl::Status PersistForWarmRestart() {
+    const uint64_t now = clock_->NowMs();
+    std::string manifest;
+    Append<uint32_t>(manifest, kEngineManifestMagic);
+    Append<uint32_t>(manifest, kEngineManifestVersion);
+    manifest.append(reinterpret_cast<const char*>(hasher_.secret().data()),
+                    hasher_.secret().size());
+    Append<uint64_t>(manifest, WallMs());
+    Append<uint32_t>(manifest, static_cast<uint32_t>(shards_.size()));
+    for (ShardPtr& shard : shards_) {
+      shard->SpillAllForShutdown();
+      const auto keys = shard->SpilledKeys();
+      Append<uint64_t>(manifest, shard->next_version());
+      uint64_t live = 0;
+      for (const auto& [h, k] : keys) live += !k.Expired(now);
+      Append<uint64_t>(manifest, live);
+      for (const auto& [h, k] : keys) {
+        if (k.Expired(now)) continue;
+        Append<uint64_t>(manifest, h.h1);
+        Append<uint64_t>(manifest, h.h2);
+        Append<uint64_t>(manifest, k.page_id);
+        Append<uint64_t>(manifest, k.version);
+        Append<uint64_t>(manifest, k.expiry_ms == 0 ? 0 : k.expiry_ms - now);
+      }
+    }
+    return spill_store_->Close(manifest);
+  }
+
+  // Warm restart: the previous run's index, with TTLs shortened by the time
+  // the server was down.
+  void Restore(const Restored& restored) {
+    const uint64_t now = clock_->NowMs();
+    const uint64_t wall = WallMs();
+    const uint64_t down = wall > restored.wall_ms ? wall - restored.wall_ms : 0;
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      std::vector<std::pair<HashPair, SpilledKey>> keys;
+      uint64_t max_version = restored.nodes[i].next_version;
+      for (auto [h, k] : restored.nodes[i].keys) {
+        if (k.expiry_ms != 0) {
+          if (k.expiry_ms <= down) continue;
+          k.expiry_ms = now + (k.expiry_ms - down);
+        }
+        max_version = std::max(max_version, k.version);
+        keys.emplace_back(h, k);
+      }
+      shards_[i]->RestoreSpilled(keys, max_version);
+    }
   }
 
   absl::Status Start() {
@@ -181,6 +329,7 @@ class FurrBallImpl final : public FurrBall {
         return static_cast<FurrBallImpl*>(self)->KeyLockFor(h);
       };
       config.key_lock_context = this;
+      config.spill_store = spill_store_.get();
 
       absl::StatusOr<NumaNodeMemoryResource*> resource =
           numatic_->NodeResource(nodes_[i]);
@@ -386,6 +535,8 @@ class FurrBallImpl final : public FurrBall {
     return HomeIndex(h);
   }
 
+  // Declared first so that it outlives the shards, which point at it.
+  std::unique_ptr<spill::SpillStore> spill_store_;
   const FurrBallOptions options_;
   const KeyHasher hasher_;
   const Clock* const clock_;
@@ -424,10 +575,45 @@ absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
     }
     nodes.resize(options.node_count);
   }
-  auto ball = std::make_unique<FurrBallImpl>(options, *std::move(numatic),
-                                             std::move(nodes));
+  FurrBallOptions effective = options;
+  std::unique_ptr<spill::SpillStore> store;
+  std::optional<Restored> restored;
+  if (!options.spill_dir.empty()) {
+    spill::SpillStoreOptions so;
+    so.dir = options.spill_dir;
+    so.node_count = static_cast<int>(nodes.size());
+    so.disk_budget_bytes = options.spill_disk_budget_bytes;
+    so.env = options.spill_env;
+    so.cold_start = !options.warm_restart;
+    std::optional<std::string> manifest;
+    absl::StatusOr<std::unique_ptr<spill::SpillStore>> opened =
+        spill::SpillStore::Open(so, &manifest);
+    if (!opened.ok()) {
+      return ErrorStatus(Error::kInvalidArgument,
+                         absl::StrCat("spill store: ",
+                                      opened.status().ToString()));
+    }
+    store = *std::move(opened);
+    if (manifest.has_value()) {
+      restored = ParseEngineManifest(*manifest, static_cast<int>(nodes.size()));
+    }
+    // The keys' identities depend on the secret: a restart must hash with
+    // the one the spilled pages were indexed under. An explicitly different
+    // secret makes the old index meaningless (its pages age out).
+    if (restored.has_value()) {
+      if (options.hash_secret.has_value() &&
+          *options.hash_secret != restored->secret) {
+        restored.reset();
+      } else {
+        effective.hash_secret = restored->secret;
+      }
+    }
+  }
+  auto ball = std::make_unique<FurrBallImpl>(
+      effective, *std::move(numatic), std::move(nodes), std::move(store));
   absl::Status started = ball->Start();
   if (!started.ok()) return started;
+  if (restored.has_value()) ball->Restore(*restored);
   return std::unique_ptr<FurrBall>(std::move(ball));
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <chrono>
 #include <new>
 #include <thread>
@@ -11,6 +12,8 @@
 
 #include "engine/furrball/entry.h"
 #include "engine/numatic/error_status.h"
+#include "engine/spill/page_blob.h"
+#include "engine/spill/spill_store.h"
 
 namespace furrballs {
 namespace furrball_internal {
@@ -129,6 +132,9 @@ NodeShard::NodeShard(const ShardConfig& config, const Numatic* numatic,
   next_version_.value.store(
       (uint64_t{static_cast<uint32_t>(config.node_index)} << 58) + 1,
       std::memory_order_relaxed);
+  if (config.spill_store != nullptr) {
+    spill_index_ = std::make_unique<SpillIndex>();
+  }
 }
 
 NodeShard::~NodeShard() {
@@ -148,6 +154,35 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
                          int requester, SpinLock& key_lock, bool count_miss) {
   numatic_->SimulateRemoteAccess(requester, config_.node);
   const uint64_t now = NowMs();
+  GetResult result = GetResident(h, value, key_lock, now);
+  if (!result.found && spill_index_ != nullptr) {
+    // Ghost hit (§2.9.6): the key's page is in the spill store. Under memory
+    // pressure the reloaded key can be spilled again before we read it (the
+    // reload itself makes room); then it is indexed under its new page and
+    // we follow it, a bounded number of times.
+    constexpr int kMaxReloads = 4;
+    SpilledKey spilled;
+    for (int i = 0; i < kMaxReloads && !result.found &&
+                    spill_index_->Lookup(h, &spilled) &&
+                    !spilled.Expired(now);
+         ++i) {
+      ReloadPage(spilled.page_id, h, spilled);
+      result = GetResident(h, value, key_lock, now);
+      if (result.found) stats_.Add(Counter::kGhostHits);
+    }
+  }
+  if (!result.found) {
+    value->clear();
+    if (count_miss) stats_.Add(Counter::kMisses);
+  } else {
+    stats_.Add(requester == config_.node ? Counter::kHitsLocal
+                                         : Counter::kHitsRemote);
+  }
+  return result;
+}
+
+GetResult NodeShard::GetResident(const HashPair& h, std::string* value,
+                                 SpinLock& key_lock, uint64_t now) {
   GetResult result;
   auto attempt = [&](bool promote) -> bool {  // true: settled
     const std::optional<KeyMeta> m1 = promote ? arc_->Find(h) : arc_->Peek(h);
@@ -176,13 +211,6 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
     while (!attempt(/*promote=*/false)) {
     }
   }
-  if (!result.found) {
-    value->clear();
-    if (count_miss) stats_.Add(Counter::kMisses);
-  } else {
-    stats_.Add(requester == config_.node ? Counter::kHitsLocal
-                                         : Counter::kHitsRemote);
-  }
   return result;
 }
 
@@ -197,16 +225,27 @@ SetResult NodeShard::Set(const HashPair& h, std::string_view value,
   const uint64_t now = NowMs();
   for (;;) {
     const std::optional<KeyMeta> cur = arc_->Peek(h);
-    const bool live = cur.has_value() && !cur->Expired(now);
+    // A key whose only copy is spilled is live for the conditions too. Under
+    // the key lock it is in memory or in the spill index, never both.
+    SpilledKey spilled;
+    const bool live_spilled = !cur.has_value() && spill_index_ != nullptr &&
+                              spill_index_->Lookup(h, &spilled) &&
+                              !spilled.Expired(now);
+    const bool live = (cur.has_value() && !cur->Expired(now)) || live_spilled;
+    const uint64_t live_version = cur.has_value() ? cur->version
+                                                  : spilled.version;
     if (options.mode == SetMode::kIfAbsent && live) {
       return SetResult{Error::kAlreadyExists, 0};
     }
     if (options.mode == SetMode::kIfVersion) {
       if (!live) return SetResult{Error::kKeyNotFound, 0};
-      if (cur->version != options.expected_version) {
+      if (live_version != options.expected_version) {
         return SetResult{Error::kVersionMismatch, 0};
       }
     }
+    // No resurrection: the spilled copy is dropped before this write can
+    // be acknowledged, so no reload can bring it back afterwards.
+    if (spill_index_ != nullptr) spill_index_->Take(h);
     const uint64_t version = NextVersion(options.superseded_writes);
     const uint64_t expiry = Deadline(now, options.ttl_ms);
     if (expiry != 0 && !has_ttl_keys_.load(std::memory_order_relaxed)) {
@@ -314,7 +353,14 @@ DeleteResult NodeShard::Delete(const HashPair& h) {
     KeyMeta erased;
     const Error err = arc_->Erase(h, &erased);
     if (err == Error::kAbandonedSet) continue;
-    if (err == Error::kKeyNotFound) return DeleteResult{Error::kOk, false};
+    if (err == Error::kKeyNotFound) {
+      SpilledKey spilled;
+      if (spill_index_ != nullptr && spill_index_->Take(h, &spilled)) {
+        stats_.Add(Counter::kDeletes);
+        return DeleteResult{Error::kOk, !spilled.Expired(now)};
+      }
+      return DeleteResult{Error::kOk, false};
+    }
     if (err != Error::kOk) return DeleteResult{err, false};
     AccountRemoved(erased);
     stats_.Add(Counter::kDeletes);
@@ -336,6 +382,15 @@ Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
       m.expiry_ms = expiry;
     });
     if (err == Error::kAbandonedSet) continue;
+    if (err == Error::kKeyNotFound && spill_index_ != nullptr) {
+      // A spilled key's expiry lives in its index entry.
+      SpilledKey spilled;
+      if (spill_index_->Lookup(h, &spilled) && !spilled.Expired(now) &&
+          spill_index_->SetExpiry(h, expiry)) {
+        stats_.Add(Counter::kTouches);
+        return Error::kOk;
+      }
+    }
     if (err == Error::kKeyNotFound || (err == Error::kOk && !live)) {
       return Error::kKeyNotFound;
     }
@@ -449,7 +504,19 @@ NodeShard::Reclaim NodeShard::ReclaimForWriter(uint32_t capacity) {
     // Whole-page eviction of the sparsest page: bounded work that frees a
     // page unless another thread still holds a live byte of it (see
     // Reserve). It ignores ARC's order, which is why the worker tries to
-    // keep free pages in reserve so that writers rarely come here.
+    // keep free pages in reserve so that writers rarely come here. With the
+    // spill tier the page goes to disk first; keys it could not take (their
+    // key lock was busy, e.g. our own) are then evicted.
+    if (spill_index_ != nullptr) {
+      if (SpillSparsestPage()) return Reclaim::kProgress;
+      // What the spill left (keys whose lock was busy: another key sharing
+      // our own key's lock, say) is moved rather than dropped if it fits.
+      if (DrainSparsest(std::min(page - page / 8,
+                                 pool_.relocation_room() +
+                                     uint64_t{pool_.free_pages()} * page))) {
+        return Reclaim::kProgress;
+      }
+    }
     if (EvictSparsestPage()) return Reclaim::kProgress;
   }
   uint64_t live = 0;
@@ -639,6 +706,11 @@ bool NodeShard::RefillStep() {
     return true;
   }
   if (!config_.eviction_enabled) return false;
+  // With the spill tier, a whole page goes to disk instead (§2.9.5), and
+  // nothing is dropped here: a page that could not be spilled now (a key
+  // lock was busy, or the disk failed) waits for the next pass, and a writer
+  // that runs out of room evicts in line.
+  if (spill_index_ != nullptr) return SpillSparsestPage();
   // No page is sparse enough: let ARC pick victims (§2.10.1 ForceEvictOne)
   // so that a later drain has dead bytes to reclaim.
   constexpr int kEvictBatch = 64;
@@ -697,6 +769,207 @@ void NodeShard::Maintain() {
   }
   MutexLock l(&reclaim_mu_);
   ReclaimExpired();
+  if (spill_index_ != nullptr) DeleteDeadSpillPages();
+}
+
+// ---- Spill tier ----------------------------------------------------------------
+
+bool NodeShard::SpillSparsestPage() {
+  uint64_t live = 0;
+  const uint32_t page = pool_.SparsestSealedPage(&live);
+  if (page == kNoPage || live == 0) return false;
+  uint64_t frozen;
+  if (!pool_.TryFreeze(page, &frozen)) return false;
+  return SpillFrozen(page, frozen);
+}
+
+bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
+  spill::SpillStore& store = *config_.spill_store;
+  const uint32_t generation =
+      pool_.page(page).generation.load(std::memory_order_relaxed);
+  const uint64_t now = NowMs();
+  const uint64_t page_id = store.NewPageId();
+  spill::PageBlobBuilder blob(static_cast<uint32_t>(config_.node_index),
+                              page_id, now);
+  struct Candidate {
+    HashPair hash;
+    KeyMeta meta;
+  };
+  std::vector<Candidate> candidates;
+  std::string value;
+  pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
+                                       const EntryHeader& header) {
+    const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+    if (!m.has_value() || !PointsAt(*m, page, offset, generation)) {
+      return true;  // dead entry
+    }
+    if (m->Expired(now)) {
+      ReclaimIfExpired(header.hash, page, offset, generation, now);
+      return true;
+    }
+    // Frozen pages still take in-place overwrites; a copy that raced one
+    // is skipped (the key then stays in memory).
+    value.resize(m->size);
+    CopyValueOut(pool_.EntryAt(page, offset), m->size, value.data());
+    const std::optional<KeyMeta> again = arc_->Peek(header.hash);
+    if (!again.has_value() || !(*again == *m)) return true;
+    std::memcpy(blob.Add(header.hash, m->version, m->expiry_ms, m->size),
+                value.data(), m->size);
+    candidates.push_back({header.hash, *m});
+    return true;
+  });
+  if (!candidates.empty()) {
+    const std::string bytes = blob.Finish();
+    const absl::Status put =
+        store.Put(config_.node_index, page_id, bytes);
+    if (!put.ok()) {
+      // The disk failed: keep serving from memory; the caller evicts.
+      stats_.Add(Counter::kSpillErrors);
+      pool_.FinishFreeze(page, frozen);
+      return false;
+    }
+    stats_.Add(Counter::kSpillPages);
+    stats_.Add(Counter::kSpillBytes, bytes.size());
+    uint64_t indexed = 0;
+    for (const Candidate& c : candidates) {
+      // Try-lock only (see ReclaimIfExpired). Holding the key lock, no
+      // writer can change the key between the check and the index entry.
+      SpinLock& lock = config_.key_lock_for(config_.key_lock_context, c.hash);
+      if (!lock.try_lock()) continue;
+      const std::optional<KeyMeta> m = arc_->Peek(c.hash);
+      if (m.has_value() && *m == c.meta) {
+        const SpilledKey entry{page_id, c.meta.version, c.meta.expiry_ms};
+        spill_index_->Add(c.hash, entry);  // before the erase: no miss window
+        if (EraseAndAccount(c.hash, Counter::kSpilledKeys)) {
+          ++indexed;
+        } else {
+          spill_index_->TakeIf(c.hash, entry);
+        }
+      }
+      lock.unlock();
+    }
+    if (indexed == 0) store.Delete(config_.node_index, page_id).IgnoreError();
+  }
+  const bool recycled = pool_.FinishFreeze(page, frozen);
+  if (recycled) stats_.Add(Counter::kPagesRecycled);
+  return recycled;
+}
+
+void NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
+                           const SpilledKey& wanted_entry) {
+  // The read holds no lock: other keys of the node are served meanwhile.
+  const absl::StatusOr<std::string> bytes =
+      config_.spill_store->Get(config_.node_index, page_id);
+  absl::StatusOr<spill::PageBlobView> blob =
+      bytes.ok() ? spill::DecodePageBlob(*bytes)
+                 : absl::StatusOr<spill::PageBlobView>(bytes.status());
+  if (blob.ok() && (blob->node != static_cast<uint32_t>(config_.node_index) ||
+                    blob->page_id != page_id)) {
+    blob = absl::DataLossError("a page blob of another node or page");
+  }
+  if (!blob.ok()) {
+    // Gone (removed for the disk budget) or unreadable: the key is a miss
+    // from now on. Never serve what fails its checksum.
+    if (!absl::IsNotFound(blob.status())) stats_.Add(Counter::kSpillErrors);
+    SpinLockHolder l(config_.key_lock_for(config_.key_lock_context, wanted));
+    spill_index_->TakeIf(wanted, wanted_entry);
+    return;
+  }
+  stats_.Add(Counter::kSpillReloads);
+  const uint64_t now = NowMs();
+  for (const spill::PageBlobEntry& e : blob->entries) {
+    SpinLockHolder l(config_.key_lock_for(config_.key_lock_context, e.hash));
+    SpilledKey entry;
+    // Only the exact copy the index still names comes back: a key written or
+    // deleted since the spill has no entry (or a newer one).
+    if (!spill_index_->Lookup(e.hash, &entry) || entry.page_id != page_id ||
+        entry.version != e.version) {
+      continue;
+    }
+    if (entry.Expired(now) || arc_->Peek(e.hash).has_value()) {
+      spill_index_->TakeIf(e.hash, entry);
+      continue;
+    }
+    if (InsertReloaded(e.hash, blob->Value(e), e.version, entry.expiry_ms) ==
+        Error::kOk) {
+      spill_index_->TakeIf(e.hash, entry);
+      stats_.Add(Counter::kSpillReloadedKeys);
+    }
+  }
+}
+
+Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
+                                uint64_t version, uint64_t expiry_ms) {
+  const uint32_t size = static_cast<uint32_t>(value.size());
+  const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(size));
+  for (;;) {
+    Reservation r;
+    const Error reserve_err = Reserve(capacity, &r);
+    if (reserve_err != Error::kOk) return reserve_err;
+    stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
+    WriteEntry(pool_.EntryAt(r.page, r.offset), h, value, capacity);
+    const KeyMeta fresh{version, expiry_ms, r.page,       r.offset,
+                        size,    capacity,  r.generation, 0};
+    if (!config_.eviction_enabled &&
+        resident_keys_.fetch_add(1, std::memory_order_relaxed) >=
+            int64_t{config_.max_keys}) {
+      resident_keys_.fetch_sub(1, std::memory_order_relaxed);
+      pool_.EndWrite(r.page);
+      return Error::kNoMemory;
+    }
+    const CMapSetResult sr = arc_->Set(h, fresh);
+    if (sr.err == Error::kOk) {
+      pool_.Publish(r.page, capacity);
+      pool_.EndWrite(r.page);
+      stats_.Add(Counter::kLiveKeys);
+      stats_.Add(Counter::kLiveBytes, size);
+      if (expiry_ms != 0) has_ttl_keys_.store(true, std::memory_order_relaxed);
+      return Error::kOk;
+    }
+    pool_.EndWrite(r.page);
+    if (!config_.eviction_enabled) {
+      resident_keys_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (sr.err != Error::kAbandonedSet) return sr.err;
+  }
+}
+
+void NodeShard::DeleteDeadSpillPages() {
+  for (uint64_t page_id : spill_index_->TakeDeadPages()) {
+    config_.spill_store->Delete(config_.node_index, page_id).IgnoreError();
+  }
+}
+
+void NodeShard::SpillAllForShutdown() {
+  if (spill_index_ == nullptr) return;
+  MutexLock l(&reclaim_mu_);
+  pool_.SealStaging();
+  uint64_t waste = 0;
+  pool_.SealOpenPagesForReclaim(&waste);
+  for (uint32_t page = 0; page < config_.page_count; ++page) {
+    uint64_t frozen;
+    if (!pool_.TryFreeze(page, &frozen)) continue;
+    SpillFrozen(page, frozen);
+  }
+  DeleteDeadSpillPages();
+}
+
+std::vector<std::pair<HashPair, SpilledKey>> NodeShard::SpilledKeys() const {
+  if (spill_index_ == nullptr) return {};
+  return spill_index_->Snapshot();
+}
+
+void NodeShard::RestoreSpilled(
+    const std::vector<std::pair<HashPair, SpilledKey>>& keys,
+    uint64_t max_version) {
+  for (const auto& [h, key] : keys) {
+    SpinLockHolder l(config_.key_lock_for(config_.key_lock_context, h));
+    spill_index_->Add(h, key);
+  }
+  uint64_t next = next_version_.value.load(std::memory_order_relaxed);
+  if (max_version + 1 > next) {
+    next_version_.value.store(max_version + 1, std::memory_order_relaxed);
+  }
 }
 
 // ---- Introspection -----------------------------------------------------------
@@ -739,6 +1012,18 @@ NodeStatsSnapshot NodeShard::Snapshot() const {
   s.pages_recycled = stats_.Sum(Counter::kPagesRecycled);
   s.promote_drops = arc_->stats().promotions_dropped;
   s.reclaim_waits = stats_.Sum(Counter::kReclaimWaits);
+  s.spill_pages_written = stats_.Sum(Counter::kSpillPages);
+  s.spill_bytes_written = stats_.Sum(Counter::kSpillBytes);
+  s.spill_keys_written = stats_.Sum(Counter::kSpilledKeys);
+  s.spill_reloads = stats_.Sum(Counter::kSpillReloads);
+  s.spill_reloaded_keys = stats_.Sum(Counter::kSpillReloadedKeys);
+  s.spill_ghost_hits = stats_.Sum(Counter::kGhostHits);
+  s.spill_errors = stats_.Sum(Counter::kSpillErrors);
+  if (spill_index_ != nullptr) {
+    s.spill_keys_indexed = spill_index_->size();
+    s.spill_disk_bytes =
+        config_.spill_store->stats().node_bytes[config_.node_index];
+  }
   return s;
 }
 

@@ -95,6 +95,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <absl/base/thread_annotations.h>
 #include <absl/status/statusor.h>
@@ -109,11 +111,15 @@
 #include "engine/furrball/key_meta.h"
 #include "engine/furrball/node_stats.h"
 #include "engine/furrball/page_pool.h"
+#include "engine/furrball/spill_index.h"
 #include "engine/furrball/stats.h"
 #include "engine/furrball/sync.h"
 #include "engine/numatic/numatic.h"
 
 namespace furrballs {
+namespace spill {
+class SpillStore;
+}  // namespace spill
 namespace furrball_internal {
 
 // A key write lock on its own cache line, so that two writers of different
@@ -139,6 +145,9 @@ struct ShardConfig {
   // lock home); TTL reclamation try-locks it.
   SpinLock& (*key_lock_for)(void* context, const HashPair& h) = nullptr;
   void* key_lock_context = nullptr;
+  // The spill tier (docs/spill.md); nullptr = off, pages are dropped when
+  // memory runs out. Outlives the shard.
+  spill::SpillStore* spill_store = nullptr;
 };
 
 class NodeShard {
@@ -183,6 +192,23 @@ class NodeShard {
 
   // Counts a miss of a search that found the key on no node.
   void CountMiss() { stats_.Add(Counter::kMisses); }
+
+  // ---- Spill tier --------------------------------------------------------
+
+  // Graceful shutdown: writes every page that holds live keys to the spill
+  // store and indexes them there. REQUIRES: no request and no maintenance
+  // runs (the workers have stopped).
+  void SpillAllForShutdown();
+  // The keys whose only copy is in the spill store, for the manifest.
+  std::vector<std::pair<HashPair, SpilledKey>> SpilledKeys() const;
+  // Warm restart: indexes keys of the previous run's pages and makes this
+  // node's versions continue above `max_version`. REQUIRES: before any
+  // request.
+  void RestoreSpilled(const std::vector<std::pair<HashPair, SpilledKey>>& keys,
+                      uint64_t max_version);
+  uint64_t next_version() const {
+    return next_version_.value.load(std::memory_order_relaxed);
+  }
 
   // ---- Maintenance (the node's worker) -----------------------------------
 
@@ -261,6 +287,26 @@ class NodeShard {
   // ConcurrentARC's eviction callback (runs under the ARC SpinLock).
   void OnEvict(const HashPair& h, const KeyMeta& m);
 
+  // Get without the spill tier and without hit/miss counting.
+  GetResult GetResident(const HashPair& h, std::string* value,
+                        SpinLock& key_lock, uint64_t now);
+  // Spills the sparsest sealed page (worker); true if a page was freed.
+  bool SpillSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // Writes frozen page `page` as one PageBlob and moves its live keys to the
+  // spill index; recycles the page if that emptied it (returns true).
+  bool SpillFrozen(uint32_t page, uint64_t frozen_state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // Reads spilled page `page_id` back and re-inserts every key whose index
+  // entry still names it. Takes each key's lock in turn, never more than
+  // one, and no lock during the read.
+  void ReloadPage(uint64_t page_id, const HashPair& wanted,
+                  const SpilledKey& wanted_entry);
+  // Inserts a reloaded key. REQUIRES: its key lock; it is not resident.
+  Error InsertReloaded(const HashPair& h, std::string_view value,
+                       uint64_t version, uint64_t expiry_ms);
+  // Deletes the blobs of pages none of whose keys are indexed any more.
+  void DeleteDeadSpillPages();
+
   const ShardConfig config_;
   const Numatic* const numatic_;
   NumaNodeMemoryResource* const resource_;
@@ -289,6 +335,8 @@ class NodeShard {
   std::atomic<bool> has_ttl_keys_{false};
   // Eviction disabled: keys are admitted while resident keys < max_keys.
   std::atomic<int64_t> resident_keys_{0};
+  // Keys whose only copy is in the spill store; null when spill is off.
+  std::unique_ptr<SpillIndex> spill_index_;
 };
 
 }  // namespace furrball_internal

@@ -50,6 +50,13 @@ enum class Counter : uint8_t {
   kPagesDrained,
   kPagesRecycled,
   kReclaimWaits,
+  kSpillPages,        // pages written to the spill store
+  kSpillBytes,        // their blob bytes
+  kSpilledKeys,       // keys that left memory for the spill store
+  kSpillReloads,      // pages read back on a ghost hit
+  kSpillReloadedKeys, // keys re-inserted by those reloads
+  kGhostHits,         // Gets answered after a reload
+  kSpillErrors,       // failed spill writes, failed or corrupt reloads
   kCount,
 };
 

@@ -8,11 +8,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <absl/status/status.h>
 
 #include "engine/common/hash_pair.h"
 #include "engine/furrball/clock.h"
+
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
 
 namespace furrballs {
 
@@ -86,6 +91,24 @@ struct FurrBallOptions {
   // Capacity of each node's NodeJob queue (rounded up to a power of two);
   // SubmitToNode returns kQueueFull beyond it.
   size_t job_queue_capacity = 4096;
+
+  // ---- Spill tier and restarts (docs/spill.md) ----------------------------
+
+  // Directory of the spill store (RocksDB). Empty = no spill tier: a page
+  // that must leave memory is dropped. Requires routing = kHash.
+  std::string spill_dir;
+  // Bytes of spilled pages kept on disk; beyond it the oldest pages are
+  // removed (their keys then miss). 0 = no limit.
+  uint64_t spill_disk_budget_bytes = uint64_t{1} << 30;
+  // With spill_dir: destroying the cache after Close() writes every resident
+  // page and the spill index, so that the next Open with the same directory
+  // serves the same keys, values and versions (loaded back on first access).
+  // False: Open discards what the directory holds and shutdown writes
+  // nothing. After a crash the next Open is cold either way.
+  bool warm_restart = true;
+  // Tests: the Env of the spill store's RocksDB (fault injection). nullptr =
+  // the default.
+  rocksdb::Env* spill_env = nullptr;
 
   // The monotonic clock TTLs are measured against; nullptr = SteadyClock.
   // Tests inject a ManualClock. Must outlive the cache.

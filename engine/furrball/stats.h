@@ -56,6 +56,17 @@ struct NodeStatsSnapshot {
   // Rounds in which a writer with no room waited for another thread's
   // operation in flight to release a page (NodeShard::Reserve).
   uint64_t reclaim_waits = 0;
+
+  // Spill tier (all 0 when it is off; docs/spill.md).
+  uint64_t spill_pages_written = 0;
+  uint64_t spill_bytes_written = 0;
+  uint64_t spill_keys_written = 0;   // keys that left memory for disk
+  uint64_t spill_reloads = 0;        // pages read back on ghost hits
+  uint64_t spill_reloaded_keys = 0;
+  uint64_t spill_ghost_hits = 0;     // Gets answered after a reload
+  uint64_t spill_errors = 0;         // failed writes, failed/corrupt reads
+  uint64_t spill_keys_indexed = 0;   // keys whose only copy is on disk now
+  uint64_t spill_disk_bytes = 0;     // this node's blob bytes on disk now
 };
 
 }  // namespace furrballs

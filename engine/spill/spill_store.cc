@@ -205,7 +205,7 @@ absl::StatusOr<std::unique_ptr<SpillStore>> SpillStore::Open(
         *manifest = bytes.substr(pos);
       }
     }
-  } else if (!got.IsNotFound()) {
+  } else if (!got.ok() && !got.IsNotFound()) {
     return ToStatus(got, "reading the spill manifest");
   }
   if (!warm) {

@@ -1,0 +1,106 @@
+#include "engine/furrball/spill_index.h"
+
+#include <utility>
+
+namespace furrballs {
+namespace furrball_internal {
+
+bool SpillIndex::Lookup(const HashPair& h, SpilledKey* out) const {
+  if (size() == 0) return false;
+  const Shard& s = ShardOf(h);
+  MutexLock l(&s.mu);
+  auto it = s.keys.find(h);
+  if (it == s.keys.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+void SpillIndex::Add(const HashPair& h, const SpilledKey& key) {
+  SpilledKey old;
+  bool replaced = false;
+  {
+    Shard& s = ShardOf(h);
+    MutexLock l(&s.mu);
+    auto [it, inserted] = s.keys.try_emplace(h, key);
+    if (!inserted) {
+      old = it->second;
+      replaced = true;
+      it->second = key;
+    } else {
+      size_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  Retain(key.page_id);
+  if (replaced) Release(old.page_id);
+}
+
+bool SpillIndex::Take(const HashPair& h, SpilledKey* out) {
+  if (size() == 0) return false;
+  SpilledKey taken;
+  {
+    Shard& s = ShardOf(h);
+    MutexLock l(&s.mu);
+    auto it = s.keys.find(h);
+    if (it == s.keys.end()) return false;
+    taken = it->second;
+    s.keys.erase(it);
+    size_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  Release(taken.page_id);
+  if (out != nullptr) *out = taken;
+  return true;
+}
+
+bool SpillIndex::TakeIf(const HashPair& h, const SpilledKey& expected) {
+  {
+    Shard& s = ShardOf(h);
+    MutexLock l(&s.mu);
+    auto it = s.keys.find(h);
+    if (it == s.keys.end() || !(it->second == expected)) return false;
+    s.keys.erase(it);
+    size_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  Release(expected.page_id);
+  return true;
+}
+
+bool SpillIndex::SetExpiry(const HashPair& h, uint64_t expiry_ms) {
+  Shard& s = ShardOf(h);
+  MutexLock l(&s.mu);
+  auto it = s.keys.find(h);
+  if (it == s.keys.end()) return false;
+  it->second.expiry_ms = expiry_ms;
+  return true;
+}
+
+void SpillIndex::Retain(uint64_t page_id) {
+  MutexLock l(&pages_mu_);
+  ++page_keys_[page_id];
+}
+
+void SpillIndex::Release(uint64_t page_id) {
+  MutexLock l(&pages_mu_);
+  auto it = page_keys_.find(page_id);
+  if (it == page_keys_.end()) return;
+  if (--it->second == 0) {
+    page_keys_.erase(it);
+    dead_pages_.push_back(page_id);
+  }
+}
+
+std::vector<uint64_t> SpillIndex::TakeDeadPages() {
+  MutexLock l(&pages_mu_);
+  return std::exchange(dead_pages_, {});
+}
+
+std::vector<std::pair<HashPair, SpilledKey>> SpillIndex::Snapshot() const {
+  std::vector<std::pair<HashPair, SpilledKey>> out;
+  for (const Shard& s : shards_) {
+    MutexLock l(&s.mu);
+    for (const auto& [h, k] : s.keys) out.emplace_back(h, k);
+  }
+  return out;
+}
+
+}  // namespace furrball_internal
+}  // namespace furrballs

@@ -1,0 +1,104 @@
+// engine/furrball/spill_index.h: SpillIndex, one node's evictedKeyIndex
+// (report §2.9.5-§2.9.6): for every key whose only copy is in the spill
+// store, the page it was spilled with and the version and expiry it had.
+//
+// Thread safety: thread-safe (16 mutex-guarded shards by hash, and one
+// mutex for the per-page counts).
+//
+// Protocol (no resurrection). Every change to a key's entry happens under
+// the key's write lock, the same lock every Set/Delete/Touch holds:
+//   spill    Add(h) while the key's KeyMeta still points at the page being
+//            spilled, then erase the KeyMeta (add-before-erase: a Get in
+//            between still finds the key in memory).
+//   write    Set/Delete remove the entry (Take) before they acknowledge, so
+//            an older spilled copy can never be reloaded after them.
+//   reload   re-inserts the key only if the entry is still exactly the one
+//            the blob was read for (same page id and version), then removes
+//            it.
+// So under the key lock a key is in memory or in the index, never both, and
+// a reload can only bring back the newest acknowledged value. Readers
+// (Lookup) take no key lock; what they see only decides whether to try a
+// reload, and the reload re-checks under the lock.
+//
+// Expired entries are answered as absent and dropped when a writer or a
+// reload meets them. Entries of pages the store removed for its disk budget
+// are dropped when a reload finds the page gone.
+#ifndef FURRBALLS_ENGINE_FURRBALL_SPILL_INDEX_H_
+#define FURRBALLS_ENGINE_FURRBALL_SPILL_INDEX_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include <absl/base/thread_annotations.h>
+
+#include "engine/common/hash_pair.h"
+#include "engine/common/sync.h"
+
+namespace furrballs {
+namespace furrball_internal {
+
+struct SpilledKey {
+  uint64_t page_id = 0;
+  uint64_t version = 0;
+  uint64_t expiry_ms = 0;  // 0 = never
+
+  bool Expired(uint64_t now) const { return expiry_ms != 0 && now >= expiry_ms; }
+  friend bool operator==(const SpilledKey&, const SpilledKey&) = default;
+};
+
+class SpillIndex {
+ public:
+  // Entries, over all shards. Relaxed: a writer that must see an entry holds
+  // the key lock the entry was added under, which orders it.
+  size_t size() const { return size_.load(std::memory_order_relaxed); }
+
+  bool Lookup(const HashPair& h, SpilledKey* out) const;
+  // REQUIRES: h's key lock. Replaces any entry h had.
+  void Add(const HashPair& h, const SpilledKey& key);
+  // REQUIRES: h's key lock. Removes h's entry if any (returning it).
+  bool Take(const HashPair& h, SpilledKey* out = nullptr);
+  // REQUIRES: h's key lock. Removes h's entry only if it equals `expected`.
+  bool TakeIf(const HashPair& h, const SpilledKey& expected);
+  // REQUIRES: h's key lock. Sets the expiry of h's entry; false if none.
+  bool SetExpiry(const HashPair& h, uint64_t expiry_ms);
+
+  // Pages none of whose keys are indexed any more: their blobs can go.
+  std::vector<uint64_t> TakeDeadPages();
+
+  // Every entry, for the warm-restart manifest. Not atomic with writers;
+  // call when no writer runs.
+  std::vector<std::pair<HashPair, SpilledKey>> Snapshot() const;
+
+ private:
+  struct HashOfPair {
+    size_t operator()(const HashPair& h) const { return h.h1 ^ (h.h2 << 1); }
+  };
+  struct alignas(64) Shard {
+    mutable Mutex mu;
+    std::unordered_map<HashPair, SpilledKey, HashOfPair> keys
+        ABSL_GUARDED_BY(mu);
+  };
+  static constexpr size_t kShards = 16;
+
+  Shard& ShardOf(const HashPair& h) { return shards_[h.h2 % kShards]; }
+  const Shard& ShardOf(const HashPair& h) const {
+    return shards_[h.h2 % kShards];
+  }
+  void Retain(uint64_t page_id);
+  void Release(uint64_t page_id);
+
+  std::array<Shard, kShards> shards_;
+  std::atomic<size_t> size_{0};
+  Mutex pages_mu_;
+  std::unordered_map<uint64_t, uint32_t> page_keys_ ABSL_GUARDED_BY(pages_mu_);
+  std::vector<uint64_t> dead_pages_ ABSL_GUARDED_BY(pages_mu_);
+};
+
+}  // namespace furrball_internal
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_FURRBALL_SPILL_INDEX_H_

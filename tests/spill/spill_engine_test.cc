@@ -1,0 +1,295 @@
+// The spill tier through FurrBall: a cache of 16 pages per node over a real
+// RocksDB directory, written several times over, so that the node workers
+// spill whole pages and Gets reload them (docs/spill.md).
+//
+// The workers spill asynchronously; the tests wait for them by polling the
+// statistics (yield, never sleep) with a generous bound, and assert only
+// what must hold whatever the interleaving: a Get returns the newest
+// acknowledged value or a miss, never an older or foreign one.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "engine/furrball/clock.h"
+#include "engine/furrball/furrball.h"
+
+namespace furrballs {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kValueBytes = 1000;
+
+std::string Key(int i) { return "key" + std::to_string(i); }
+std::string Value(int i, int generation) {
+  std::string v = "v" + std::to_string(i) + "." + std::to_string(generation) +
+                  ":";
+  while (v.size() < kValueBytes) v += char('a' + (v.size() * 7 + i) % 26);
+  return v;
+}
+
+NodeStatsSnapshot Total(const FurrBall& ball) {
+  NodeStatsSnapshot t;
+  for (const NodeStatsSnapshot& s : ball.Stats()) {
+    t.spill_pages_written += s.spill_pages_written;
+    t.spill_keys_written += s.spill_keys_written;
+    t.spill_reloads += s.spill_reloads;
+    t.spill_ghost_hits += s.spill_ghost_hits;
+    t.spill_errors += s.spill_errors;
+    t.spill_keys_indexed += s.spill_keys_indexed;
+    t.spill_disk_bytes += s.spill_disk_bytes;
+    t.pages_empty += s.pages_empty;
+    t.page_evictions += s.page_evictions;
+  }
+  return t;
+}
+
+class SpillEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string name =
+        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (char& c : name) {
+      if (c == '/') c = '_';
+    }
+    dir_ = fs::path(::testing::TempDir()) / name;
+    fs::remove_all(dir_);
+  }
+
+  FurrBallOptions Options() {
+    FurrBallOptions o;
+    o.node_count = 2;
+    o.simulate_topology = true;
+    o.memory_budget_bytes = 2 << 20;  // 16 pages of 64 KiB per node
+    o.page_size_bytes = 64 << 10;
+    o.max_value_bytes = 16 << 10;
+    o.maintenance_interval = std::chrono::milliseconds(1);
+    o.clock = &clock_;
+    o.spill_dir = dir_.string();
+    return o;
+  }
+
+  std::unique_ptr<FurrBall> Open(const FurrBallOptions& o) {
+    absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+    EXPECT_TRUE(ball.ok()) << ball.status();
+    return ball.ok() ? *std::move(ball) : nullptr;
+  }
+
+  // Writes keys [from, to) with `generation`, letting the workers keep free
+  // pages (they spill) every few writes, so that writers rarely have to
+  // evict in line.
+  void Write(FurrBall& ball, int from, int to, int generation,
+             uint64_t ttl_ms = 0) {
+    WriteOptions w;
+    w.ttl_ms = ttl_ms;
+    for (int i = from; i < to; ++i) {
+      ASSERT_EQ(ball.Set(Key(i), Value(i, generation), w).error, Error::kOk);
+      if (i % 16 == 15) WaitForFreePages(ball);
+    }
+  }
+
+  static void WaitForFreePages(FurrBall& ball) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (Total(ball).pages_empty < 4) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << "the workers never freed pages";
+      std::this_thread::yield();
+    }
+  }
+
+  ManualClock clock_;
+  fs::path dir_;
+};
+
+TEST_F(SpillEngineTest, WorkingSetLargerThanMemoryComesBackFromDisk) {
+  auto ball = Open(Options());
+  ASSERT_NE(ball, nullptr);
+  constexpr int kKeys = 6000;  // about 3x the memory
+  Write(*ball, 0, kKeys, 1);
+  const NodeStatsSnapshot written = Total(*ball);
+  EXPECT_GT(written.spill_pages_written, 0u);
+  EXPECT_GT(written.spill_keys_indexed, 0u);
+  int found = 0;
+  std::string v;
+  for (int i = 0; i < kKeys; ++i) {
+    const GetResult g = ball->Get(Key(i), &v);
+    if (!g.found) continue;
+    ASSERT_EQ(v, Value(i, 1)) << i;
+    ++found;
+  }
+  const NodeStatsSnapshot read = Total(*ball);
+  std::printf("keys=%d found=%d spilled pages=%llu reloads=%llu ghost hits=%llu "
+              "writer page evictions=%llu\n",
+              kKeys, found, (unsigned long long)read.spill_pages_written,
+              (unsigned long long)read.spill_reloads,
+              (unsigned long long)read.spill_ghost_hits,
+              (unsigned long long)read.page_evictions);
+  EXPECT_GT(read.spill_ghost_hits, 0u);
+  // Memory alone holds fewer than 2,100 of these values.
+  EXPECT_GT(found, 2100) << "the spill tier must hold more than memory";
+}
+
+// Overwrite or delete keys after they were spilled: the old copies must
+// never come back, not in this process and not after a warm restart. A
+// third of the keys are overwritten and then deleted: the delete erases the
+// new in-memory copy, so a spilled copy the overwrite had left indexed
+// would be reloaded by the next Get.
+TEST_F(SpillEngineTest, OverwrittenOrDeletedSpilledKeysNeverComeBack) {
+  FurrBallOptions o = Options();
+  constexpr int kKeys = 6000;
+  constexpr int kChanged = 1500;  // the oldest keys, most of them on disk
+  auto check = [&](FurrBall& ball) {
+    std::string v;
+    for (int i = 0; i < kChanged; ++i) {
+      const GetResult g = ball.Get(Key(i), &v);
+      if (i % 3 != 0) {
+        ASSERT_FALSE(g.found) << "deleted key " << i << " came back";
+      } else if (g.found) {
+        ASSERT_EQ(v, Value(i, 2)) << "key " << i << ": an older copy";
+      }
+    }
+  };
+  {
+    auto ball = Open(o);
+    ASSERT_NE(ball, nullptr);
+    Write(*ball, 0, kKeys, 1);
+    const uint64_t indexed = Total(*ball).spill_keys_indexed;
+    ASSERT_GT(indexed, 1000u);
+    for (int i = 0; i < kChanged; ++i) {
+      if (i % 3 != 1) {
+        ASSERT_EQ(ball->Set(Key(i), Value(i, 2)).error, Error::kOk);
+      }
+      if (i % 3 != 0) ball->Delete(Key(i));
+    }
+    EXPECT_LT(Total(*ball).spill_keys_indexed, indexed)
+        << "writes and deletes of spilled keys drop their index entries";
+    check(*ball);
+    // Push the new values out to disk as well.
+    Write(*ball, kKeys, 2 * kKeys, 1);
+    check(*ball);
+  }  // graceful shutdown
+  auto ball = Open(o);
+  ASSERT_NE(ball, nullptr);
+  check(*ball);
+}
+
+TEST_F(SpillEngineTest, SpilledKeysExpireAndTouchExtendsThem) {
+  auto ball = Open(Options());
+  ASSERT_NE(ball, nullptr);
+  Write(*ball, 0, 500, 1, /*ttl_ms=*/1000);
+  Write(*ball, 500, 6000, 1);
+  ASSERT_GT(Total(*ball).spill_keys_indexed, 0u);
+  for (int i = 0; i < 250; ++i) ball->Touch(Key(i), 100000);
+  clock_.AdvanceMs(2000);
+  std::string v;
+  int touched_found = 0;
+  for (int i = 0; i < 500; ++i) {
+    const GetResult g = ball->Get(Key(i), &v);
+    if (i >= 250) {
+      ASSERT_FALSE(g.found) << "expired key " << i << " served";
+    } else if (g.found) {
+      ASSERT_EQ(v, Value(i, 1));
+      ++touched_found;
+    }
+  }
+  EXPECT_GT(touched_found, 0);
+}
+
+// A graceful shutdown and a reopen with the same directory serve every key
+// that was there, with the same value and version; new versions stay above
+// the old ones.
+TEST_F(SpillEngineTest, WarmRestartServesTheSameKeysValuesAndVersions) {
+  FurrBallOptions o = Options();
+  o.hash_seed = 42;
+  constexpr int kKeys = 5000;
+  std::map<int, std::pair<std::string, uint64_t>> before;
+  {
+    auto ball = Open(o);
+    ASSERT_NE(ball, nullptr);
+    Write(*ball, 0, kKeys, 1);
+    std::string v;
+    for (int i = 0; i < kKeys; ++i) {
+      const GetResult g = ball->Get(Key(i), &v);
+      if (g.found) before[i] = {v, g.version};
+    }
+  }
+  ASSERT_GT(before.size(), 2100u);
+  o.hash_seed = 7;  // ignored: the restart keeps the persisted secret
+  auto ball = Open(o);
+  ASSERT_NE(ball, nullptr);
+  std::printf("restored: %llu keys indexed on disk\n",
+              (unsigned long long)Total(*ball).spill_keys_indexed);
+  std::string v;
+  uint64_t max_version = 0;
+  for (const auto& [i, expected] : before) {
+    const GetResult g = ball->Get(Key(i), &v);
+    ASSERT_TRUE(g.found) << "key " << i << " lost in a graceful restart";
+    EXPECT_EQ(v, expected.first) << i;
+    EXPECT_EQ(g.version, expected.second) << i;
+    max_version = std::max(max_version, g.version);
+  }
+  for (int i = 0; i < kKeys; i += 97) {
+    const SetResult r = ball->Set(Key(i), Value(i, 3));
+    ASSERT_EQ(r.error, Error::kOk);
+    EXPECT_GT(r.version, before.count(i) ? before[i].second : 0u);
+  }
+}
+
+TEST_F(SpillEngineTest, WarmRestartOffStartsCold) {
+  FurrBallOptions o = Options();
+  {
+    auto ball = Open(o);
+    Write(*ball, 0, 3000, 1);
+  }
+  o.warm_restart = false;
+  auto ball = Open(o);
+  std::string v;
+  for (int i = 0; i < 3000; ++i) ASSERT_FALSE(ball->Get(Key(i), &v).found);
+}
+
+// kill -9 in the middle of spilling: the next Open must be cold (no torn,
+// stale or foreign value can be served), and work.
+TEST_F(SpillEngineTest, CrashedProcessRestartsCold) {
+  FurrBallOptions o = Options();
+  {
+    auto ball = Open(o);  // a previous graceful run, so there is history
+    Write(*ball, 0, 3000, 1);
+  }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+    if (!ball.ok()) _exit(2);
+    for (int i = 0; i < 6000; ++i) (*ball)->Set(Key(i), Value(i, 5));
+    kill(getpid(), SIGKILL);
+    _exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "child status " << status;
+  auto ball = Open(o);
+  ASSERT_NE(ball, nullptr);
+  std::string v;
+  for (int i = 0; i < 6000; ++i) {
+    ASSERT_FALSE(ball->Get(Key(i), &v).found) << "a crash must restart cold";
+  }
+  Write(*ball, 0, 3000, 6);
+  for (int i = 2990; i < 3000; ++i) {
+    ASSERT_TRUE(ball->Get(Key(i), &v).found);
+    EXPECT_EQ(v, Value(i, 6));
+  }
+}
+
+}  // namespace
+}  // namespace furrballs
