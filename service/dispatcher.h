@@ -82,7 +82,10 @@ struct CacheOp {
 };
 
 struct DispatcherOptions {
-  DispatchMode mode = DispatchMode::kNodeJob;
+  // kDirect measured faster on every cell of docs/service_bench.md (one
+  // socket, 2 cores); kNodeJob is the switch for hosts where keeping each
+  // node's work on that node should pay for the queue hop.
+  DispatchMode mode = DispatchMode::kDirect;
   // Ops waiting per node before Submit fails fast with kQueueFull.
   size_t queue_capacity = 4096;
   // Ops a worker takes per drain.

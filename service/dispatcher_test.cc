@@ -15,6 +15,13 @@
 namespace furrballs::service {
 namespace {
 
+// The queued mode these tests are about (direct is the default).
+DispatcherOptions NodeJobOptions() {
+  DispatcherOptions o;
+  o.mode = DispatchMode::kNodeJob;
+  return o;
+}
+
 class DispatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -82,7 +89,7 @@ class DispatcherTest : public ::testing::Test {
 };
 
 TEST_F(DispatcherTest, WriteCompactionMergesARunAndReservesVersions) {
-  Dispatcher d(engine_.get(), DispatcherOptions{});
+  Dispatcher d(engine_.get(), NodeJobOptions());
   const int node = d.NodeFor(engine_->Hash("hot"));
   HoldWorker(node);
   auto a = MakeSet("hot", "a");
@@ -117,7 +124,7 @@ TEST_F(DispatcherTest, WriteCompactionMergesARunAndReservesVersions) {
 }
 
 TEST_F(DispatcherTest, AReadBetweenWritesBreaksTheRun) {
-  Dispatcher d(engine_.get(), DispatcherOptions{});
+  Dispatcher d(engine_.get(), NodeJobOptions());
   const int node = d.NodeFor(engine_->Hash("k"));
   HoldWorker(node);
   auto a = MakeSet("k", "a");
@@ -136,7 +143,7 @@ TEST_F(DispatcherTest, AReadBetweenWritesBreaksTheRun) {
 }
 
 TEST_F(DispatcherTest, CompactionOffAppliesEveryWrite) {
-  DispatcherOptions o;
+  DispatcherOptions o = NodeJobOptions();
   o.write_compaction = false;
   Dispatcher d(engine_.get(), o);
   const int node = d.NodeFor(engine_->Hash("hot"));
@@ -153,7 +160,7 @@ TEST_F(DispatcherTest, CompactionOffAppliesEveryWrite) {
 }
 
 TEST_F(DispatcherTest, FullQueueFailsFast) {
-  DispatcherOptions o;
+  DispatcherOptions o = NodeJobOptions();
   o.queue_capacity = 2;
   Dispatcher d(engine_.get(), o);
   const int node = d.NodeFor(engine_->Hash("q"));
@@ -174,7 +181,7 @@ TEST_F(DispatcherTest, FullQueueFailsFast) {
 }
 
 TEST_F(DispatcherTest, ExpiredOpsAreNotExecuted) {
-  Dispatcher d(engine_.get(), DispatcherOptions{});
+  Dispatcher d(engine_.get(), NodeJobOptions());
   const int node = d.NodeFor(engine_->Hash("late"));
   HoldWorker(node);
   auto late = MakeSet("late", "v");
@@ -191,7 +198,7 @@ TEST_F(DispatcherTest, ExpiredOpsAreNotExecuted) {
 }
 
 TEST_F(DispatcherTest, StoppedDispatcherRejects) {
-  Dispatcher d(engine_.get(), DispatcherOptions{});
+  Dispatcher d(engine_.get(), NodeJobOptions());
   d.Stop();
   auto a = MakeSet("s", "v");
   EXPECT_EQ(d.Submit(&a->op), Error::kShuttingDown);

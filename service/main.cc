@@ -16,7 +16,9 @@
 #include <absl/flags/parse.h>
 #include <absl/flags/reflection.h>
 #include <absl/flags/usage.h>
+#include <absl/flags/usage_config.h>
 #include <absl/strings/ascii.h>
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 
 #include "service/server.h"
@@ -32,9 +34,11 @@ ABSL_FLAG(uint64_t, memory_mb, 256,
           "comes on top).");
 ABSL_FLAG(uint64_t, expected_item_bytes, 256,
           "Average key + value size the key table is sized for: key slots "
-          "per node = node budget / this. Each slot costs about 100 bytes of "
-          "metadata on top of --memory_mb, so small values cost metadata and "
-          "large ones leave the table half empty; set it near the real mean.");
+          "per node = node budget / this. Each slot costs about 230 bytes of "
+          "metadata on top of --memory_mb (hash table, key metadata, ARC "
+          "lists; the start-up line prints the total), so small values cost "
+          "metadata and large ones leave the table half empty; set it near "
+          "the real mean.");
 ABSL_FLAG(uint64_t, page_kb, 2048,
           "Page size in KiB: the unit of placement, compaction and spill.");
 ABSL_FLAG(int, nodes, 0,
@@ -52,9 +56,11 @@ ABSL_FLAG(uint64_t, max_value_bytes, 1 << 20, "Largest accepted value.");
 ABSL_FLAG(uint64_t, hash_seed, 0,
           "Seed of the keyed hash. Use a random, secret value in production "
           "so clients cannot force collisions.");
-ABSL_FLAG(std::string, dispatch, "nodejob",
-          "nodejob: queue each op to its node's worker (batched, write "
-          "compaction); direct: run ops in the gRPC thread.");
+ABSL_FLAG(std::string, dispatch, "direct",
+          "direct: run each op in the gRPC thread against its owner's shard; "
+          "nodejob: queue it to the owning node's worker (batched, write "
+          "compaction). direct is the default because it measured faster "
+          "here (docs/service_bench.md); try nodejob on multi-socket hosts.");
 ABSL_FLAG(uint64_t, queue_depth, 4096,
           "Ops waiting per node before RPCs fail with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, max_batch, 64, "Ops a node worker takes per batch.");
@@ -192,6 +198,15 @@ void PrintConfiguration(const Server& server) {
 }
 
 int Main(int argc, char** argv) {
+  // --help lists the flags of this file. Abseil's default matches flag files
+  // against the program's name, which finds nothing here (the binary is
+  // furrballs_server, the flags live in service/main.cc).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "service/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "Furrballs, a topology-aware key-value cache served over gRPC.\n"
       "Flags may also come from --flagfile=FILE (lines of --name=value) and "

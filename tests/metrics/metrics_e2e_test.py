@@ -185,7 +185,9 @@ class Stack:
         self.prom = f"http://127.0.0.1:{prom_port}"
 
         self.start("server", [
-            SERVER, "--simulate_nodes=4", "--memory_mb=64",
+            # NodeJob dispatch, so the dashboard's queue and batch panels
+            # have data (direct mode has no queues).
+            SERVER, "--simulate_nodes=4", "--memory_mb=64", "--dispatch=nodejob",
             f"--listen_address=127.0.0.1:{grpc_port}",
             f"--metrics_address={self.instance}",
             "--shutdown_deadline_ms=2000"])
