@@ -9,7 +9,6 @@
 #include <vector>
 
 #include <absl/status/status.h>
-#include <absl/synchronization/mutex.h>
 
 namespace furrballs::bench::peers {
 namespace {
