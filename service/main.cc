@@ -52,6 +52,20 @@ ABSL_FLAG(std::string, routing, "hash",
           "Key placement: hash (owner from the key's hash), round_robin, or "
           "thread_local.");
 ABSL_FLAG(uint64_t, max_key_bytes, 250, "Largest accepted key.");
+ABSL_FLAG(bool, spill, false,
+          "Spill tier: cold pages go whole to a RocksDB under --data_dir and "
+          "come back on a miss, so the cache holds more than --memory_mb "
+          "(docs/spill.md). Needs --routing=hash.");
+ABSL_FLAG(std::string, data_dir, "./furrballs-data",
+          "Directory of the spill store (with --spill).");
+ABSL_FLAG(uint64_t, spill_disk_mb, 1024,
+          "Disk budget of the spill store; the oldest pages go first (0: no "
+          "limit).");
+ABSL_FLAG(bool, warm_restart, true,
+          "With --spill: a graceful stop (SIGTERM) writes every resident "
+          "page and the index, and the next start with the same --data_dir "
+          "serves the same keys; false starts cold. After a crash the start "
+          "is cold either way.");
 ABSL_FLAG(uint64_t, max_value_bytes, 1 << 20, "Largest accepted value.");
 ABSL_FLAG(uint64_t, hash_seed, 0,
           "Seed of the keyed hash. Use a random, secret value in production "
@@ -132,6 +146,15 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "--routing=", routing, ": expected hash, round_robin or thread_local"));
+  if (absl::GetFlag(FLAGS_spill)) {
+    o.engine.spill_dir = absl::GetFlag(FLAGS_data_dir);
+    if (o.engine.spill_dir.empty()) {
+      return absl::InvalidArgumentError("--spill needs a --data_dir");
+    }
+    o.engine.spill_disk_budget_bytes = absl::GetFlag(FLAGS_spill_disk_mb)
+                                       << 20;
+    o.engine.warm_restart = absl::GetFlag(FLAGS_warm_restart);
+  }
   }
   o.engine.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
   o.engine.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
