@@ -209,6 +209,43 @@ void AddEngine(std::vector<MetricFamily>& out,
   AddPerNode<N>(out, "furrballs_promote_drops_total",
                 "ARC promotions dropped because the PromoteBuf was full.",
                 kCounter, s, nodes, nullptr, {{nullptr, &N::promote_drops}});
+  AddPerNode<N>(out, "furrballs_reclaim_waits_total",
+                "Rounds in which a writer with no room waited for another "
+                "thread's operation in flight to release a page.",
+                kCounter, s, nodes, nullptr, {{nullptr, &N::reclaim_waits}});
+
+  // Spill tier (docs/spill.md); zero when it is off.
+  AddPerNode<N>(out, "furrballs_spill_pages_written_total",
+                "Whole pages written to the spill store.", kCounter, s, nodes,
+                nullptr, {{nullptr, &N::spill_pages_written}});
+  AddPerNode<N>(out, "furrballs_spill_written_bytes_total",
+                "Page-blob bytes written to the spill store.", kCounter, s,
+                nodes, nullptr, {{nullptr, &N::spill_bytes_written}});
+  AddPerNode<N>(out, "furrballs_spill_keys_written_total",
+                "Keys that left memory for the spill store.", kCounter, s,
+                nodes, nullptr, {{nullptr, &N::spill_keys_written}});
+  AddPerNode<N>(out, "furrballs_spill_reloads_total",
+                "Spilled pages read back because a Get missed a key on them "
+                "(ghost hits).",
+                kCounter, s, nodes, nullptr, {{nullptr, &N::spill_reloads}});
+  AddPerNode<N>(out, "furrballs_spill_reloaded_keys_total",
+                "Keys re-inserted by those reloads.", kCounter, s, nodes,
+                nullptr, {{nullptr, &N::spill_reloaded_keys}});
+  AddPerNode<N>(out, "furrballs_spill_ghost_hits_total",
+                "Gets answered after a reload (also counted as hits).",
+                kCounter, s, nodes, nullptr,
+                {{nullptr, &N::spill_ghost_hits}});
+  AddPerNode<N>(out, "furrballs_spill_errors_total",
+                "Failed spill writes and failed or corrupt reloads (the key "
+                "is then served from memory or missed, never from a bad "
+                "blob).",
+                kCounter, s, nodes, nullptr, {{nullptr, &N::spill_errors}});
+  AddPerNode<N>(out, "furrballs_spill_keys",
+                "Keys whose only copy is in the spill store.", kGauge, s,
+                nodes, nullptr, {{nullptr, &N::spill_keys_indexed}});
+  AddPerNode<N>(out, "furrballs_spill_disk_bytes",
+                "Page-blob bytes the spill store holds for the node.", kGauge,
+                s, nodes, nullptr, {{nullptr, &N::spill_disk_bytes}});
 }
 
 void AddDispatch(std::vector<MetricFamily>& out,
