@@ -143,6 +143,7 @@ absl::StatusOr<PeerCellResult> RunPeerCell(const ClientFactory& factory,
     // Threads' schedules are offset so that their sends interleave.
     const uint64_t phase = open_loop ? interval_ns * t / spec.threads : 0;
 
+    uint64_t measured_batches = 0;
     for (uint64_t i = 0;; ++i) {
       uint64_t batch_start;
       if (open_loop) {
@@ -151,7 +152,9 @@ absl::StatusOr<PeerCellResult> RunPeerCell(const ClientFactory& factory,
         WaitUntil(batch_start);
       } else {
         batch_start = NowNs();
-        if (batch_start >= end) break;
+        if (batch_start >= end && measured_batches >= spec.min_measured_batches) {
+          break;
+        }
         if (batch_start < start) {
           WaitUntil(start);
           batch_start = NowNs();
@@ -214,6 +217,7 @@ absl::StatusOr<PeerCellResult> RunPeerCell(const ClientFactory& factory,
       }
 
       if (batch_start < measure_from) continue;
+      ++measured_batches;
       for (int j = 0; j < spec.depth; ++j) {
         const PeerOp& op = batch[j];
         ++cell.ops;

@@ -60,6 +60,11 @@ struct PeerCellSpec {
   double target_ops_per_second = 0;
   double seconds = 5;
   double warmup_seconds = 1;
+  // Closed loop: each thread keeps going past `seconds` until it has
+  // measured at least this many batches (a thread descheduled through the
+  // whole window would otherwise measure nothing). Tests set it; benchmarks
+  // leave it 0.
+  uint64_t min_measured_batches = 0;
   double zipf_theta = 0.99;
   uint64_t seed = 1;
 };

@@ -91,6 +91,7 @@ TEST(PeerLoopTest, ReadsOfLoadedRecordsHitWithTheRightValues) {
   spec.threads = 2;
   spec.depth = 16;
   spec.seconds = 0.2;
+  spec.min_measured_batches = 1;
   spec.warmup_seconds = 0.05;
   absl::StatusOr<PeerCellResult> r = RunPeerCell(FactoryOf(&store), spec);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -110,6 +111,9 @@ TEST(PeerLoopTest, MissesAreFilledAndReadModifyWritesCountOnce) {
   spec.threads = 1;
   spec.depth = 4;
   spec.seconds = 0.2;
+  // Enough operations that most of the 200 keys get filled and then hit,
+  // however little of the window the thread is scheduled for.
+  spec.min_measured_batches = 500;
   spec.warmup_seconds = 0;
   absl::StatusOr<PeerCellResult> r = RunPeerCell(FactoryOf(&store), spec);
   ASSERT_TRUE(r.ok()) << r.status();
