@@ -52,6 +52,9 @@ struct GetResult {
   bool found = false;
   uint64_t version = 0;
   uint64_t ttl_remaining_ms = 0;  // 0 = no expiry
+  // The value came back from the spill tier for this Get (a ghost hit that
+  // read its page from disk; docs/spill.md).
+  bool reloaded = false;
 };
 
 struct SetResult {

@@ -168,7 +168,10 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
          ++i) {
       ReloadPage(spilled.page_id, h, spilled);
       result = GetResident(h, value, key_lock, now);
-      if (result.found) stats_.Add(Counter::kGhostHits);
+      if (result.found) {
+        result.reloaded = true;
+        stats_.Add(Counter::kGhostHits);
+      }
     }
   }
   if (!result.found) {

@@ -1,0 +1,203 @@
+// spill_bench: what the spill tier buys when the working set is larger than
+// memory. For each working set (a multiple of the memory budget) and each
+// workload (YCSB-B: 95% reads, 5% updates; YCSB-C: reads only; Zipfian
+// θ = 0.99 over the keys, 1 KiB values), one cache with the spill tier and
+// one without are loaded with every key and then driven cache-aside (a Get
+// that misses is followed by a Set of the key, as an application would
+// after reading its database). Spill on and off run in the same process,
+// one after the other for each cell.
+//
+// Reported per cell: hit ratio, the share of hits served by a reload from
+// disk, Get latency p50/p99 for hits from memory and for reloads, and the
+// spill write bandwidth while loading and while running. Single-threaded,
+// so latencies are the engine's, not queueing. Markdown on stdout.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <absl/flags/flag.h>
+#include <absl/flags/parse.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_split.h>
+
+#include "bench/engine/latency_histogram.h"
+#include "bench/engine/ycsb_workload.h"
+#include "engine/furrball/furrball.h"
+
+ABSL_FLAG(uint64_t, memory_mb, 32, "Memory budget of the cache.");
+ABSL_FLAG(uint64_t, page_kb, 256, "Page size.");
+ABSL_FLAG(uint64_t, value_bytes, 1024, "Value size.");
+ABSL_FLAG(uint64_t, ops, 300000, "Operations per cell after the load.");
+ABSL_FLAG(std::string, multipliers, "1,3,10",
+          "Working sets, as multiples of the memory budget.");
+ABSL_FLAG(std::string, data_dir, "/tmp/furrballs-spill-bench",
+          "Scratch directory of the spill store (emptied per cell).");
+
+namespace furrballs {
+namespace {
+
+using bench::LatencyHistogram;
+using bench::Rng;
+using bench::ScrambledZipfianGenerator;
+using Clock = std::chrono::steady_clock;
+
+struct Cell {
+  double multiplier = 0;
+  char workload = 'B';
+  bool spill = false;
+  double hit_ratio = 0;
+  double reload_share = 0;  // of hits
+  uint64_t mem_p50 = 0, mem_p99 = 0, reload_p50 = 0, reload_p99 = 0;
+  double load_write_mbps = 0, run_write_mbps = 0;
+  uint64_t reloads = 0, pages_written = 0;
+};
+
+uint64_t SpillBytes(const FurrBall& ball) {
+  uint64_t b = 0;
+  for (const NodeStatsSnapshot& s : ball.Stats()) b += s.spill_bytes_written;
+  return b;
+}
+
+std::string Key(uint64_t i) { return "user" + std::to_string(i); }
+
+Cell RunCell(double multiplier, char workload, bool spill) {
+  Cell cell;
+  cell.multiplier = multiplier;
+  cell.workload = workload;
+  cell.spill = spill;
+  const uint64_t memory = absl::GetFlag(FLAGS_memory_mb) << 20;
+  const uint64_t value_bytes = absl::GetFlag(FLAGS_value_bytes);
+  const uint64_t keys = static_cast<uint64_t>(multiplier * memory / value_bytes);
+
+  FurrBallOptions o;
+  o.memory_budget_bytes = memory;
+  o.page_size_bytes = absl::GetFlag(FLAGS_page_kb) << 10;
+  o.max_value_bytes = 4 * value_bytes;
+  o.expected_entry_bytes = value_bytes;
+  o.warm_restart = false;
+  const std::filesystem::path dir = absl::GetFlag(FLAGS_data_dir);
+  if (spill) {
+    std::filesystem::remove_all(dir);
+    o.spill_dir = dir.string();
+    o.spill_disk_budget_bytes = 0;
+  }
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "open: %s\n", opened.status().ToString().c_str());
+    std::exit(1);
+  }
+  FurrBall& ball = **opened;
+  const std::string value(value_bytes, 'v');
+
+  const Clock::time_point load_start = Clock::now();
+  for (uint64_t i = 0; i < keys; ++i) ball.Set(Key(i), value);
+  const double load_s =
+      std::chrono::duration<double>(Clock::now() - load_start).count();
+  const uint64_t load_bytes = SpillBytes(ball);
+  cell.load_write_mbps = load_bytes / load_s / (1 << 20);
+
+  ScrambledZipfianGenerator zipf(keys, 0.99);
+  Rng rng(42);
+  LatencyHistogram memory_hits, reload_hits;
+  uint64_t gets = 0, hits = 0, reloads = 0;
+  std::string got;
+  const uint64_t ops = absl::GetFlag(FLAGS_ops);
+  const Clock::time_point run_start = Clock::now();
+  for (uint64_t op = 0; op < ops; ++op) {
+    const std::string key = Key(zipf.Next(rng));
+    if (workload == 'B' && rng.NextBelow(100) < 5) {
+      ball.Set(key, value);
+      continue;
+    }
+    const Clock::time_point t0 = Clock::now();
+    const GetResult g = ball.Get(key, &got);
+    const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            Clock::now() - t0)
+                            .count();
+    ++gets;
+    if (!g.found) {
+      ball.Set(key, value);  // cache-aside fill
+      continue;
+    }
+    ++hits;
+    if (g.reloaded) {
+      ++reloads;
+      reload_hits.Record(ns);
+    } else {
+      memory_hits.Record(ns);
+    }
+  }
+  const double run_s =
+      std::chrono::duration<double>(Clock::now() - run_start).count();
+  cell.run_write_mbps = (SpillBytes(ball) - load_bytes) / run_s / (1 << 20);
+  cell.hit_ratio = gets == 0 ? 0 : static_cast<double>(hits) / gets;
+  cell.reload_share = hits == 0 ? 0 : static_cast<double>(reloads) / hits;
+  cell.mem_p50 = memory_hits.Percentile(0.5);
+  cell.mem_p99 = memory_hits.Percentile(0.99);
+  cell.reload_p50 = reload_hits.Percentile(0.5);
+  cell.reload_p99 = reload_hits.Percentile(0.99);
+  cell.reloads = reloads;
+  for (const NodeStatsSnapshot& s : ball.Stats()) {
+    cell.pages_written += s.spill_pages_written;
+  }
+  return cell;
+}
+
+std::string Us(uint64_t ns) {
+  if (ns == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", ns / 1000.0);
+  return buf;
+}
+
+}  // namespace
+}  // namespace furrballs
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  using furrballs::Cell;
+  std::vector<double> multipliers;
+  for (absl::string_view m :
+       absl::StrSplit(absl::GetFlag(FLAGS_multipliers), ',')) {
+    double v;
+    if (!absl::SimpleAtod(m, &v) || v <= 0) {
+      std::fprintf(stderr, "bad --multipliers entry\n");
+      return 2;
+    }
+    multipliers.push_back(v);
+  }
+  std::printf(
+      "memory %llu MiB, pages %llu KiB, values %llu B, %llu ops per cell, "
+      "Zipfian 0.99, cache-aside fill on miss, 1 thread\n\n",
+      (unsigned long long)absl::GetFlag(FLAGS_memory_mb),
+      (unsigned long long)absl::GetFlag(FLAGS_page_kb),
+      (unsigned long long)absl::GetFlag(FLAGS_value_bytes),
+      (unsigned long long)absl::GetFlag(FLAGS_ops));
+  std::printf(
+      "| working set | YCSB | spill | hit ratio | hits by reload | memory hit "
+      "p50/p99 µs | reload p50/p99 µs | spill write MiB/s load / run | pages "
+      "spilled | reloads |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  for (double m : multipliers) {
+    for (char w : {'B', 'C'}) {
+      for (bool spill : {false, true}) {
+        const Cell c = furrballs::RunCell(m, w, spill);
+        std::printf(
+            "| %gx | %c | %s | %.3f | %.3f | %s / %s | %s / %s | %.1f / %.1f "
+            "| %llu | %llu |\n",
+            c.multiplier, c.workload, c.spill ? "on" : "off", c.hit_ratio,
+            c.reload_share, furrballs::Us(c.mem_p50).c_str(),
+            furrballs::Us(c.mem_p99).c_str(),
+            furrballs::Us(c.reload_p50).c_str(),
+            furrballs::Us(c.reload_p99).c_str(), c.load_write_mbps,
+            c.run_write_mbps, (unsigned long long)c.pages_written,
+            (unsigned long long)c.reloads);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
