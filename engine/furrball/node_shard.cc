@@ -22,6 +22,9 @@ namespace {
 // Why the eviction callback is running on this thread: ARC's own REPLACE
 // inside Set (the key table was full) unless a reclaimer said otherwise.
 thread_local Counter tls_eviction_reason = Counter::kEvictionsKeys;
+// Set by the worker's reserve refill while it asks ARC for victims with the
+// spill tier on: OnEvict then sends each victim to the spill batch.
+thread_local bool tls_spill_victims = false;
 
 class EvictionReason {
  public:
@@ -414,9 +417,53 @@ void NodeShard::AccountRemoved(const KeyMeta& m) {
   }
 }
 
-void NodeShard::OnEvict(const HashPair&, const KeyMeta& m) {
+void NodeShard::OnEvict(const HashPair& h, const KeyMeta& m) {
+  if (tls_spill_victims && spill_index_ != nullptr) {
+    AddVictimToBatch(h, m);
+    AccountRemoved(m);
+    stats_.Add(Counter::kSpilledKeys);
+    return;
+  }
   AccountRemoved(m);
   stats_.Add(tls_eviction_reason);
+}
+
+void NodeShard::AddVictimToBatch(const HashPair& h, const KeyMeta& m) {
+  // Runs under the ARC SpinLock, right after the victim left the table and
+  // before its entry is unpublished. Its bytes are stable: only the
+  // reclaimer (this thread, holding reclaim_mu_) recycles pages, and no
+  // in-place writer can reach an entry whose KeyMeta is gone. Indexing it in
+  // the same critical section keeps the spill index's invariant: a writer
+  // that finds the key gone from the table looks at the index next.
+  MutexLock l(&batch_mu_);
+  if (batch_ == nullptr) {
+    batch_page_id_ = config_.spill_store->NewPageId();
+    batch_ = std::make_unique<spill::PageBlobBuilder>(
+        static_cast<uint32_t>(config_.node_index), batch_page_id_, NowMs());
+  }
+  CopyValueOut(pool_.EntryAt(m.page, m.offset), m.size,
+               batch_->Add(h, m.version, m.expiry_ms, m.size));
+  spill_index_->Add(h, SpilledKey{batch_page_id_, m.version, m.expiry_ms});
+}
+
+void NodeShard::FlushVictimBatch(bool force) {
+  MutexLock l(&batch_mu_);
+  if (batch_ == nullptr) return;
+  if (!force && batch_->data_bytes() < pool_.page_size()) return;
+  // The blob is written with batch_mu_ held: a reload of one of its keys
+  // meanwhile waits here rather than missing.
+  const std::string bytes = batch_->Finish();
+  const absl::Status put =
+      config_.spill_store->Put(config_.node_index, batch_page_id_, bytes);
+  if (put.ok()) {
+    stats_.Add(Counter::kSpillPages);
+    stats_.Add(Counter::kSpillBytes, bytes.size());
+  } else {
+    // The keys are indexed under a page the store does not have: their
+    // reloads miss (and drop the entries). Never a wrong value.
+    stats_.Add(Counter::kSpillErrors);
+  }
+  batch_.reset();
 }
 
 bool NodeShard::EraseAndAccount(const HashPair& h, Counter reason) {
@@ -709,20 +756,22 @@ bool NodeShard::RefillStep() {
     return true;
   }
   if (!config_.eviction_enabled) return false;
-  // With the spill tier, a whole page goes to disk instead (§2.9.5), and
-  // nothing is dropped here: a page that could not be spilled now (a key
-  // lock was busy, or the disk failed) waits for the next pass, and a writer
-  // that runs out of room evicts in line.
-  if (spill_index_ != nullptr) return SpillSparsestPage();
   // No page is sparse enough: let ARC pick victims (§2.10.1 ForceEvictOne)
-  // so that a later drain has dead bytes to reclaim.
+  // so that a later drain has dead bytes to reclaim. With the spill tier the
+  // victims are not dropped: they are copied into the spill batch, a page
+  // image of keys that went cold together (the report's COLD page, §2.9.1),
+  // written whole once it is a page long (§2.9.5).
   constexpr int kEvictBatch = 64;
   EvictionReason reason(Counter::kEvictionsCapacity);
-  for (int i = 0; i < kEvictBatch; ++i) {
+  tls_spill_victims = spill_index_ != nullptr;
+  bool evicted = true;
+  for (int i = 0; i < kEvictBatch && evicted; ++i) {
     const ForcedEviction<KeyMeta> e = arc_->ForceEvictOne();
-    if (e.err == Error::kKeyNotFound) return false;  // nothing left to evict
+    evicted = e.err != Error::kKeyNotFound;  // else nothing left to evict
   }
-  return true;
+  tls_spill_victims = false;
+  if (spill_index_ != nullptr) FlushVictimBatch(/*force=*/false);
+  return evicted;
 }
 
 void NodeShard::ReclaimExpired() {
@@ -860,9 +909,19 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
 
 void NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
                            const SpilledKey& wanted_entry) {
-  // The read holds no lock: other keys of the node are served meanwhile.
+  // The read holds no lock: other keys of the node are served meanwhile. A
+  // page still being assembled from ARC victims is read from memory.
+  std::optional<std::string> pending;
+  {
+    MutexLock l(&batch_mu_);
+    if (batch_ != nullptr && batch_page_id_ == page_id) {
+      pending = batch_->Finish();
+    }
+  }
   const absl::StatusOr<std::string> bytes =
-      config_.spill_store->Get(config_.node_index, page_id);
+      pending.has_value()
+          ? absl::StatusOr<std::string>(*std::move(pending))
+          : config_.spill_store->Get(config_.node_index, page_id);
   absl::StatusOr<spill::PageBlobView> blob =
       bytes.ok() ? spill::DecodePageBlob(*bytes)
                  : absl::StatusOr<spill::PageBlobView>(bytes.status());
@@ -938,13 +997,22 @@ Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
 }
 
 void NodeShard::DeleteDeadSpillPages() {
+  // Runs on the worker, the only thread that indexes keys under a page id
+  // again after all of its keys left (the victim batch keeps its id until
+  // it is written), so HasKeys stays true until the delete.
   for (uint64_t page_id : spill_index_->TakeDeadPages()) {
+    {
+      MutexLock l(&batch_mu_);
+      if (batch_ != nullptr && batch_page_id_ == page_id) continue;
+    }
+    if (spill_index_->HasKeys(page_id)) continue;
     config_.spill_store->Delete(config_.node_index, page_id).IgnoreError();
   }
 }
 
 void NodeShard::SpillAllForShutdown() {
   if (spill_index_ == nullptr) return;
+  FlushVictimBatch(/*force=*/true);
   MutexLock l(&reclaim_mu_);
   pool_.SealStaging();
   uint64_t waste = 0;

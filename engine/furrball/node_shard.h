@@ -115,6 +115,7 @@
 #include "engine/furrball/stats.h"
 #include "engine/furrball/sync.h"
 #include "engine/numatic/numatic.h"
+#include "engine/spill/page_blob.h"
 
 namespace furrballs {
 namespace spill {
@@ -306,6 +307,12 @@ class NodeShard {
                        uint64_t version, uint64_t expiry_ms);
   // Deletes the blobs of pages none of whose keys are indexed any more.
   void DeleteDeadSpillPages();
+  // Copies an ARC victim into the spill batch and indexes it there
+  // (OnEvict, under the ARC SpinLock, on the worker).
+  void AddVictimToBatch(const HashPair& h, const KeyMeta& m);
+  // Writes the spill batch as one PageBlob once it holds a page of values
+  // (or now, with force).
+  void FlushVictimBatch(bool force);
 
   const ShardConfig config_;
   const Numatic* const numatic_;
@@ -337,6 +344,12 @@ class NodeShard {
   std::atomic<int64_t> resident_keys_{0};
   // Keys whose only copy is in the spill store; null when spill is off.
   std::unique_ptr<SpillIndex> spill_index_;
+  // ARC victims on their way to disk: a page image assembled in memory and
+  // written whole (FlushVictimBatch). Its keys are already indexed under
+  // batch_page_id_; reloads read it from here until it is written.
+  Mutex batch_mu_;
+  std::unique_ptr<spill::PageBlobBuilder> batch_ ABSL_GUARDED_BY(batch_mu_);
+  uint64_t batch_page_id_ ABSL_GUARDED_BY(batch_mu_) = 0;
 };
 
 }  // namespace furrball_internal

@@ -93,6 +93,11 @@ std::vector<uint64_t> SpillIndex::TakeDeadPages() {
   return std::exchange(dead_pages_, {});
 }
 
+bool SpillIndex::HasKeys(uint64_t page_id) {
+  MutexLock l(&pages_mu_);
+  return page_keys_.count(page_id) != 0;
+}
+
 std::vector<std::pair<HashPair, SpilledKey>> SpillIndex::Snapshot() const {
   std::vector<std::pair<HashPair, SpilledKey>> out;
   for (const Shard& s : shards_) {

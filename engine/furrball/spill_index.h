@@ -66,8 +66,11 @@ class SpillIndex {
   // REQUIRES: h's key lock. Sets the expiry of h's entry; false if none.
   bool SetExpiry(const HashPair& h, uint64_t expiry_ms);
 
-  // Pages none of whose keys are indexed any more: their blobs can go.
+  // Pages none of whose keys were indexed at some point since the last
+  // call: their blobs can go unless keys were indexed under them again
+  // since (a page still being assembled can be), which HasKeys tells.
   std::vector<uint64_t> TakeDeadPages();
+  bool HasKeys(uint64_t page_id);
 
   // Every entry, for the warm-restart manifest. Not atomic with writers;
   // call when no writer runs.
