@@ -3,11 +3,17 @@
 #include "clients/cpp/rendezvous.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_split.h>
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 namespace furrballs::client {
 namespace {
@@ -96,6 +102,48 @@ TEST(RendezvousTest, RemovingAnEndpointMovesOnlyItsKeys) {
 TEST(RendezvousTest, SingleEndpointOwnsEverything) {
   Rendezvous r({"only:1"});
   for (int i = 0; i < 100; ++i) EXPECT_EQ(r.Owner(Key(i)), 0u);
+}
+
+// The vectors that the Python client's test checks too
+// (tests/clients/rendezvous_vectors.txt; its header gives the format), so
+// that C++ and Python clients agree on every owner. The path is relative to
+// the runfiles root, which is the working directory of a Bazel test.
+TEST(RendezvousTest, SharedVectors) {
+  std::ifstream in("tests/clients/rendezvous_vectors.txt");
+  ASSERT_TRUE(in) << "tests/clients/rendezvous_vectors.txt not in runfiles";
+  uint64_t seed = 0;
+  std::vector<std::string> endpoints;
+  std::unique_ptr<Rendezvous> ring;
+  int checked = 0;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    SCOPED_TRACE(absl::StrCat("line ", n, ": ", line));
+    if (f[0] == "seed") {
+      ASSERT_EQ(f.size(), 2u);
+      ASSERT_TRUE(absl::SimpleAtoi(f[1], &seed));
+    } else if (f[0] == "endpoints") {
+      endpoints.assign(f.begin() + 1, f.end());
+      ring = std::make_unique<Rendezvous>(endpoints, seed);
+    } else if (f[0] == "endpoint_seed") {
+      ASSERT_EQ(f.size(), 3u);
+      uint64_t want = 0;
+      ASSERT_TRUE(absl::SimpleHexAtoi(f[2], &want));
+      // Pins the derivation of the per-endpoint seed; an owner line alone
+      // could agree by chance.
+      EXPECT_EQ(XXH3_64bits_withSeed(f[1].data(), f[1].size(), seed), want);
+      ++checked;
+    } else if (f[0] == "owner") {
+      ASSERT_EQ(f.size(), 3u);
+      ASSERT_NE(ring, nullptr);
+      EXPECT_EQ(ring->endpoints()[ring->Owner(f[1])], f[2]);
+      ++checked;
+    } else {
+      FAIL() << "unknown record " << f[0];
+    }
+  }
+  EXPECT_GT(checked, 40);
 }
 
 }  // namespace
