@@ -21,9 +21,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev
   # A real Prometheus and promtool for the metrics tests (tests/metrics).
   prometheus
-  # The Python client and its tests (clients/python/install_deps.sh adds
+  # The Python client (python3-xxhash: the cluster client's rendezvous
+  # hashing) and its tests (clients/python/install_deps.sh adds
   # grpcio-tools from PyPI for stub generation).
-  python3-grpcio python3-protobuf python3-pip
+  python3-grpcio python3-xxhash python3-protobuf python3-pip
   # A real multi-node NUMA kernel under QEMU (tests/numa_guest).
   qemu-system-x86 linux-image-amd64 busybox-static cpio
   # The peers benchmark (bench/peers, bench/ycsb): the servers compared

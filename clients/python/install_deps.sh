@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the Python client needs, for Debian's /usr/bin/python3:
-#   - at run time: python3-grpcio (1.51) and python3-protobuf (3.21; its
-#     Python module reports 4.21) from Debian;
+#   - at run time: python3-grpcio (1.51), python3-protobuf (3.21; its
+#     Python module reports 4.21) and python3-xxhash (3.2, xxHash 0.8.1, for
+#     ClusterClient's rendezvous hashing) from Debian;
 #   - for code generation (generate.sh) and its freshness test: grpcio-tools
 #     1.51.1 from PyPI, the release that matches that runtime (it bundles
 #     protoc 3.21.6, whose generated code imports cleanly against it).
@@ -21,7 +22,7 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
 missing=()
-for p in python3 python3-grpcio python3-protobuf python3-pip; do
+for p in python3 python3-grpcio python3-protobuf python3-xxhash python3-pip; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
     missing+=("$p")
 done

@@ -7,6 +7,10 @@
         entry = cache.get("user:7")        # None on a miss
         cache.set("user:7", b"new", if_version=entry.version)
 
+    # A cluster, sharded by rendezvous hashing as the C++ ClusterClient does:
+    with ClusterClient("dns:///furrballs.cache.svc.cluster.local:50051") as cluster:
+        cluster.set("user:7", b"{...}")
+
 Every failed call raises a FurrballsError subclass that carries the gRPC code.
 """
 from .client import (
@@ -23,18 +27,24 @@ from .client import (
     SetItem,
     UnavailableError,
 )
+from .cluster import ClusterClient, EndpointStats, resolve_with_getaddrinfo
+from .rendezvous import Rendezvous
 
 __all__ = [
     "AbortedError",
     "AlreadyExistsError",
     "Client",
+    "ClusterClient",
     "DeadlineExceededError",
+    "EndpointStats",
     "Entry",
     "FurrballsError",
     "InvalidArgumentError",
     "NodeStats",
     "NotFoundError",
+    "Rendezvous",
     "ResourceExhaustedError",
     "SetItem",
     "UnavailableError",
+    "resolve_with_getaddrinfo",
 ]

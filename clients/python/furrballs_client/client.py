@@ -147,20 +147,56 @@ def _set_request(key: Key, value: Value, ttl_ms: int, if_absent: bool,
     return req
 
 
+def _multi_get_request(keys: Sequence[Key]) -> pb.MultiGetRequest:
+    return pb.MultiGetRequest(keys=[_bytes(k) for k in keys])
+
+
+def _multi_get_answer(resp: pb.MultiGetResponse, n: int) -> List[Optional[Entry]]:
+    if len(resp.results) != n:
+        raise FurrballsError(grpc.StatusCode.INTERNAL,
+                             f"{len(resp.results)} results for {n} keys", "MultiGet")
+    return [_entry(r) for r in resp.results]
+
+
+def _multi_set_request(items: Iterable[SetItem]) -> pb.MultiSetRequest:
+    return pb.MultiSetRequest(items=[
+        _set_request(i.key, i.value, i.ttl_ms, i.if_absent, i.if_version) for i in items])
+
+
+def _multi_set_answer(resp: pb.MultiSetResponse, n: int) -> List[Union[int, FurrballsError]]:
+    if len(resp.results) != n:
+        raise FurrballsError(grpc.StatusCode.INTERNAL,
+                             f"{len(resp.results)} results for {n} items", "MultiSet")
+    return [r.version if r.code == 0 else _error_from_number(r.code, r.message, "MultiSet")
+            for r in resp.results]
+
+
+def _node_stats(resp: pb.StatsResponse) -> List[NodeStats]:
+    return [NodeStats(**{f.name: getattr(n, f.name) for f in dataclasses.fields(NodeStats)})
+            for n in resp.nodes]
+
+
 class Client:
     """A client of one Furrballs server.
 
     ``target`` is "host:port" (or any gRPC target). ``timeout`` is the default
     deadline of each call in seconds; every method takes ``timeout=`` to
     override it. ``credentials`` selects TLS (None means plaintext).
+    ``max_reconnect_backoff`` (seconds) caps gRPC's reconnection backoff
+    (120 s by default in gRPC), so a restarted server is used again within
+    about that long, as with the C++ client.
     """
 
     def __init__(self, target: str, timeout: float = 5.0,
                  credentials: Optional[grpc.ChannelCredentials] = None,
-                 max_message_bytes: int = 16 << 20) -> None:
+                 max_message_bytes: int = 16 << 20,
+                 max_reconnect_backoff: float = 1.0) -> None:
+        backoff_ms = max(1, int(max_reconnect_backoff * 1000))
         options = [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_reconnect_backoff_ms", backoff_ms),
+            ("grpc.initial_reconnect_backoff_ms", min(backoff_ms, 1000)),
         ]
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=options)
@@ -179,11 +215,33 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def wait_for_ready(self, timeout: float) -> bool:
+        """Connects and waits up to ``timeout`` seconds for the channel to be
+        ready; False if it is not."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+            return True
+        except grpc.FutureTimeoutError:
+            return False
+
     def _call(self, method: str, request, timeout: Optional[float]):
         try:
             return getattr(self._stub, method)(
                 request, timeout=self.timeout if timeout is None else timeout)
         except grpc.RpcError as e:  # every RpcError raised by a call is a grpc.Call
+            raise error_for(e.code(), e.details() or "", method) from None
+
+    # The asynchronous form of _call, for the cluster client's parallel
+    # batches: _start sends, _finish waits and maps a failure like _call.
+    def _start(self, method: str, request, timeout: Optional[float]) -> grpc.Future:
+        return getattr(self._stub, method).future(
+            request, timeout=self.timeout if timeout is None else timeout)
+
+    @staticmethod
+    def _finish(method: str, call: grpc.Future):
+        try:
+            return call.result()
+        except grpc.RpcError as e:
             raise error_for(e.code(), e.details() or "", method) from None
 
     def get(self, key: Key, timeout: Optional[float] = None) -> Optional[Entry]:
@@ -212,31 +270,17 @@ class Client:
     def multi_get(self, keys: Sequence[Key],
                   timeout: Optional[float] = None) -> List[Optional[Entry]]:
         """One result per key, in request order (None for a miss)."""
-        resp = self._call("MultiGet", pb.MultiGetRequest(keys=[_bytes(k) for k in keys]),
-                          timeout)
-        if len(resp.results) != len(keys):
-            raise FurrballsError(grpc.StatusCode.INTERNAL,
-                                 f"{len(resp.results)} results for {len(keys)} keys",
-                                 "MultiGet")
-        return [_entry(r) for r in resp.results]
+        return _multi_get_answer(self._call("MultiGet", _multi_get_request(keys), timeout),
+                                 len(keys))
 
     def multi_set(self, items: Iterable[SetItem],
                   timeout: Optional[float] = None) -> List[Union[int, FurrballsError]]:
         """One result per item, in request order: the new version, or the
         FurrballsError of that item (returned, not raised: each write
         succeeds or fails on its own). A failure of the whole call raises."""
-        reqs = [_set_request(i.key, i.value, i.ttl_ms, i.if_absent, i.if_version)
-                for i in items]
-        resp = self._call("MultiSet", pb.MultiSetRequest(items=reqs), timeout)
-        if len(resp.results) != len(reqs):
-            raise FurrballsError(grpc.StatusCode.INTERNAL,
-                                 f"{len(resp.results)} results for {len(reqs)} items",
-                                 "MultiSet")
-        return [r.version if r.code == 0 else _error_from_number(r.code, r.message, "MultiSet")
-                for r in resp.results]
+        req = _multi_set_request(items)
+        return _multi_set_answer(self._call("MultiSet", req, timeout), len(req.items))
 
     def stats(self, timeout: Optional[float] = None) -> List[NodeStats]:
         """Per-node statistics, one entry per NUMA node of the server."""
-        resp = self._call("Stats", pb.StatsRequest(), timeout)
-        return [NodeStats(**{f.name: getattr(n, f.name) for f in dataclasses.fields(NodeStats)})
-                for n in resp.nodes]
+        return _node_stats(self._call("Stats", pb.StatsRequest(), timeout))
