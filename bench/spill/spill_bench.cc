@@ -34,6 +34,9 @@ ABSL_FLAG(uint64_t, value_bytes, 1024, "Value size.");
 ABSL_FLAG(uint64_t, ops, 300000, "Operations per cell after the load.");
 ABSL_FLAG(std::string, multipliers, "1,3,10",
           "Working sets, as multiples of the memory budget.");
+ABSL_FLAG(bool, key_reload, true,
+          "Also run the spill tier with key-only reloads "
+          "(spill_reload_whole_page = false).");
 ABSL_FLAG(std::string, data_dir, "/tmp/furrballs-spill-bench",
           "Scratch directory of the spill store (emptied per cell).");
 
@@ -49,6 +52,7 @@ struct Cell {
   double multiplier = 0;
   char workload = 'B';
   bool spill = false;
+  bool whole_page = true;
   double hit_ratio = 0;
   double reload_share = 0;  // of hits
   uint64_t mem_p50 = 0, mem_p99 = 0, reload_p50 = 0, reload_p99 = 0;
@@ -64,8 +68,9 @@ uint64_t SpillBytes(const FurrBall& ball) {
 
 std::string Key(uint64_t i) { return "user" + std::to_string(i); }
 
-Cell RunCell(double multiplier, char workload, bool spill) {
+Cell RunCell(double multiplier, char workload, bool spill, bool whole_page) {
   Cell cell;
+  cell.whole_page = whole_page;
   cell.multiplier = multiplier;
   cell.workload = workload;
   cell.spill = spill;
@@ -84,6 +89,7 @@ Cell RunCell(double multiplier, char workload, bool spill) {
     std::filesystem::remove_all(dir);
     o.spill_dir = dir.string();
     o.spill_disk_budget_bytes = 0;
+    o.spill_reload_whole_page = whole_page;
   }
   absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
   if (!opened.ok()) {
@@ -183,12 +189,15 @@ int main(int argc, char** argv) {
       "spilled | reloads |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (double m : multipliers) {
     for (char w : {'B', 'C'}) {
-      for (bool spill : {false, true}) {
-        const Cell c = furrballs::RunCell(m, w, spill);
+      for (int mode = 0; mode < 3; ++mode) {
+        if (mode == 2 && !absl::GetFlag(FLAGS_key_reload)) continue;
+        const Cell c = furrballs::RunCell(m, w, mode > 0, mode == 1);
         std::printf(
             "| %gx | %c | %s | %.3f | %.3f | %s / %s | %s / %s | %.1f / %.1f "
             "| %llu | %llu |\n",
-            c.multiplier, c.workload, c.spill ? "on" : "off", c.hit_ratio,
+            c.multiplier, c.workload,
+            !c.spill ? "off" : c.whole_page ? "on, page reload" : "on, key reload",
+            c.hit_ratio,
             c.reload_share, furrballs::Us(c.mem_p50).c_str(),
             furrballs::Us(c.mem_p99).c_str(),
             furrballs::Us(c.reload_p50).c_str(),

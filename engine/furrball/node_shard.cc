@@ -940,6 +940,7 @@ void NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
   stats_.Add(Counter::kSpillReloads);
   const uint64_t now = NowMs();
   for (const spill::PageBlobEntry& e : blob->entries) {
+    if (!config_.spill_reload_whole_page && !(e.hash == wanted)) continue;
     SpinLockHolder l(config_.key_lock_for(config_.key_lock_context, e.hash));
     SpilledKey entry;
     // Only the exact copy the index still names comes back: a key written or

@@ -149,6 +149,8 @@ struct ShardConfig {
   // The spill tier (docs/spill.md); nullptr = off, pages are dropped when
   // memory runs out. Outlives the shard.
   spill::SpillStore* spill_store = nullptr;
+  // FurrBallOptions::spill_reload_whole_page.
+  bool spill_reload_whole_page = true;
 };
 
 class NodeShard {

@@ -106,6 +106,10 @@ struct FurrBallOptions {
   // False: Open discards what the directory holds and shutdown writes
   // nothing. After a crash the next Open is cold either way.
   bool warm_restart = true;
+  // A ghost hit re-inserts every key of the spilled page it read (the
+  // report's speculative whole-page reload, §2.9.6) or, when false, only the
+  // key asked for (the others stay on disk). docs/spill.md measures both.
+  bool spill_reload_whole_page = true;
   // Tests: the Env of the spill store's RocksDB (fault injection). nullptr =
   // the default.
   rocksdb::Env* spill_env = nullptr;

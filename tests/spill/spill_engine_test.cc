@@ -139,6 +139,34 @@ TEST_F(SpillEngineTest, WorkingSetLargerThanMemoryComesBackFromDisk) {
   EXPECT_GT(found, 2100) << "the spill tier must hold more than memory";
 }
 
+// With key-only reloads a ghost hit brings back just the key asked for; the
+// rest of its page stays on disk and is still served, one key at a time.
+TEST_F(SpillEngineTest, KeyOnlyReloadBringsBackOneKeyPerGhostHit) {
+  FurrBallOptions o = Options();
+  o.spill_reload_whole_page = false;
+  auto ball = Open(o);
+  ASSERT_NE(ball, nullptr);
+  constexpr int kKeys = 6000;
+  Write(*ball, 0, kKeys, 1);
+  int found = 0;
+  std::string v;
+  for (int i = 0; i < kKeys; ++i) {
+    const GetResult g = ball->Get(Key(i), &v);
+    if (!g.found) continue;
+    ASSERT_EQ(v, Value(i, 1)) << i;
+    ++found;
+  }
+  const NodeStatsSnapshot t = Total(*ball);
+  uint64_t reloaded_keys = 0;
+  for (const NodeStatsSnapshot& s : ball->Stats()) {
+    reloaded_keys += s.spill_reloaded_keys;
+  }
+  EXPECT_GT(t.spill_ghost_hits, 1000u);
+  EXPECT_EQ(reloaded_keys, t.spill_ghost_hits)
+      << "one key re-inserted per ghost hit";
+  EXPECT_GT(found, 2100);
+}
+
 // Overwrite or delete keys after they were spilled: the old copies must
 // never come back, not in this process and not after a warm restart. A
 // third of the keys are overwritten and then deleted: the delete erases the
