@@ -54,6 +54,10 @@ class FurrBallBackend final : public CacheBackend {
     const std::vector<NodeStatsSnapshot> nodes = cache_->Stats();
     for (const NodeStatsSnapshot& s : nodes) {
       sum.live_keys += s.live_keys;
+      sum.sets += s.sets;
+      sum.in_place_sets += s.in_place_sets;
+      sum.staging_sets += s.staging_sets;
+      sum.page_evictions += s.page_evictions;
       sum.evictions_capacity += s.evictions_capacity;
       sum.evictions_keys += s.evictions_keys;
       sum.relocations += s.relocations;
@@ -62,11 +66,13 @@ class FurrBallBackend final : public CacheBackend {
     }
     std::string note = absl::StrFormat(
         "%d node(s), metadata %.1f MiB on top of the budget, %u live keys, "
-        "evictions %u (capacity) + %u (key table), %u relocations, %u "
-        "PromoteBuf drops, %.1f MiB dead bytes",
+        "%u sets (%u in place, %u to staging), evictions %u (capacity) + %u "
+        "(key table) + %u whole pages, %u relocations, %u PromoteBuf drops, "
+        "%.1f MiB dead bytes",
         static_cast<int>(nodes.size()),
         static_cast<double>(cache_->MetadataBytes()) / (1 << 20), sum.live_keys,
-        sum.evictions_capacity, sum.evictions_keys, sum.relocations,
+        sum.sets, sum.in_place_sets, sum.staging_sets, sum.evictions_capacity,
+        sum.evictions_keys, sum.page_evictions, sum.relocations,
         sum.promote_drops, static_cast<double>(sum.dead_bytes) / (1 << 20));
     absl::MutexLock lock(&mu_);
     for (const auto& [error, count] : refusals_) {
