@@ -26,11 +26,13 @@ SERVER_BINARY: Optional[str] = None
 
 
 class ServerProcess:
-    """The server binary on 127.0.0.1:0; `port` is read from its stdout."""
+    """The server binary on 127.0.0.1:`port` (0: a free port); `port` is
+    read from its stdout. Also used by tests/deploy/cluster's Python test,
+    which restarts a server at the port it had."""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, port: int = 0) -> None:
         self.proc = subprocess.Popen(
-            [binary, "--listen_address=127.0.0.1:0", "--simulate_nodes=4",
+            [binary, f"--listen_address=127.0.0.1:{port}", "--simulate_nodes=4",
              "--memory_mb=64", "--shutdown_deadline_ms=2000"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             # Metrics off (see tests/clients/lib.sh): the fixed default port
@@ -231,10 +233,11 @@ class XmlResult(unittest.TextTestResult):
         self._bad(test, err, "error")
 
 
-def main() -> int:
-    global SERVER_BINARY
-    SERVER_BINARY = os.path.abspath(sys.argv[1])
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(ClientTest)
+def run_cases(suite_name: str, *cases: type) -> int:
+    """Runs the unittest cases, writes the JUnit XML and the closing count
+    line; the exit status (0 only if some case ran and none failed)."""
+    suite = unittest.TestSuite(
+        unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in cases)
     result = unittest.TextTestRunner(verbosity=2, resultclass=XmlResult).run(suite)
     # A setUpClass error (the server did not start) is one error case and
     # no test runs, so the run fails rather than passing empty.
@@ -244,10 +247,16 @@ def main() -> int:
     if xml_path:
         with open(xml_path, "w", encoding="utf-8") as f:
             f.write('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>'
-                    f'<testsuite name="python_client_test" tests="{len(result.cases)}" '
+                    f'<testsuite name="{suite_name}" tests="{len(result.cases)}" '
                     f'failures="{failed}">{"".join(result.cases)}</testsuite></testsuites>\n')
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 and passed > 0 else 1
+
+
+def main() -> int:
+    global SERVER_BINARY
+    SERVER_BINARY = os.path.abspath(sys.argv[1])
+    return run_cases("python_client_test", ClientTest)
 
 
 if __name__ == "__main__":
