@@ -235,6 +235,33 @@ TEST(ConcurrentArcTest, ReadHitsArePromotedWhenDrained) {
   EXPECT_EQ(arc->stats().promotions, 1u);
 }
 
+// TryDrainPromotions applies the queue when the lock is free and gives up,
+// applying nothing, while it is held: here from inside the promotion
+// callback, which runs under the lock (DrainPromotions would deadlock).
+TEST(ConcurrentArcTest, TryDrainPromotionsGivesUpWhileTheLockIsHeld) {
+  Arc::Options options;
+  options.capacity = 4;
+  Arc* self = nullptr;
+  std::vector<bool> nested;  // TryDrainPromotions' answers inside the lock
+  options.on_promote = [&](const HashPair&) {
+    nested.push_back(self->TryDrainPromotions());
+  };
+  absl::StatusOr<std::unique_ptr<Arc>> made = Arc::Create(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Arc> arc = *std::move(made);
+  self = arc.get();
+  const HashPair a = TraceKey(1), b = TraceKey(2);
+  arc->Set(a, 1);
+  arc->Set(b, 2);
+  arc->Find(a);
+  arc->Find(b);
+  EXPECT_TRUE(arc->TryDrainPromotions());
+  EXPECT_EQ(arc->Where(a), ArcList::kT2);
+  EXPECT_EQ(arc->Where(b), ArcList::kT2);
+  EXPECT_EQ(nested, std::vector<bool>({false, false}));
+  EXPECT_EQ(arc->stats().promotions, 2u);
+}
+
 // Every 64th queued hit drains cooperatively, without any writer.
 TEST(ConcurrentArcTest, EverySixtyFourthFindDrains) {
   std::unique_ptr<Arc> arc = Make(4);

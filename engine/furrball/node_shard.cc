@@ -804,8 +804,10 @@ void NodeShard::ReclaimExpired() {
 
 void NodeShard::Maintain() {
   // Idle promotions are applied here so that a read-only period does not
-  // leave ARC's order stale (§2.8.2).
-  arc_->DrainPromotions();
+  // leave ARC's order stale (§2.8.2). Only if ARC's lock is free: a writer
+  // holding it is no read-only period, and spinning here would take CPU from
+  // that writer.
+  arc_->TryDrainPromotions();
   // Each step takes the reclaim mutex on its own, so that a writer that ran
   // out of room waits for one step, never for a whole pass.
   {
