@@ -136,6 +136,14 @@ class MultiInstanceTest(unittest.TestCase):
                              [i for i in range(KEYS) if owners3[i] == target], target)
         up = self.read_all(cluster)
         self.assertEqual(up.hits, KEYS)
+        # touch, delete and set reach the owner too (one key per server).
+        for target in every:
+            i = owners3.index(target)
+            cluster.touch(key(i), 60_000)
+            self.assertGreater(cluster.get(key(i)).ttl_remaining_ms, 0)
+            self.assertTrue(cluster.delete(key(i)))
+            self.assertIsNone(cluster.get(key(i)))
+            cluster.set(key(i), value(i))
         say(f"3 servers, {KEYS} keys: " + ", ".join(f"{t} owns {owned[t]}" for t in every)
             + " (each server holds exactly those)")
 
@@ -148,6 +156,11 @@ class MultiInstanceTest(unittest.TestCase):
         self.assertEqual(down.hits, KEYS - owned[gone])
         self.assertEqual(sum(down.misses.values()), 0)
         self.assertEqual(down.other_errors, [])
+        dead_key = key(owners3.index(gone))
+        for call in (lambda: cluster.set(dead_key, b"x"), lambda: cluster.delete(dead_key),
+                     lambda: cluster.touch(dead_key, 0)):
+            with self.assertRaises(fb.UnavailableError):
+                call()
         say(f"{gone} stopped: {owned[gone]} keys UnavailableError (its own, "
             f"{owned[gone] / KEYS:.3f}), {down.hits} hit, 0 other errors")
 
