@@ -52,6 +52,10 @@ ABSL_FLAG(std::string, routing, "hash",
           "Key placement: hash (owner from the key's hash), round_robin, or "
           "thread_local.");
 ABSL_FLAG(uint64_t, max_key_bytes, 250, "Largest accepted key.");
+ABSL_FLAG(uint64_t, max_value_bytes, 1 << 20, "Largest accepted value.");
+ABSL_FLAG(uint64_t, hash_seed, 0,
+          "Seed of the keyed hash. Use a random, secret value in production "
+          "so clients cannot force collisions.");
 ABSL_FLAG(bool, spill, false,
           "Spill tier: cold pages go whole to a RocksDB under --data_dir and "
           "come back on a miss, so the cache holds more than --memory_mb "
@@ -66,10 +70,6 @@ ABSL_FLAG(bool, warm_restart, true,
           "page and the index, and the next start with the same --data_dir "
           "serves the same keys; false starts cold. After a crash the start "
           "is cold either way.");
-ABSL_FLAG(uint64_t, max_value_bytes, 1 << 20, "Largest accepted value.");
-ABSL_FLAG(uint64_t, hash_seed, 0,
-          "Seed of the keyed hash. Use a random, secret value in production "
-          "so clients cannot force collisions.");
 ABSL_FLAG(std::string, dispatch, "direct",
           "direct: run each op in the gRPC thread against its owner's shard; "
           "nodejob: queue it to the owning node's worker (batched, write "
@@ -146,6 +146,10 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "--routing=", routing, ": expected hash, round_robin or thread_local"));
+  }
+  o.engine.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
+  o.engine.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
+  o.engine.hash_seed = absl::GetFlag(FLAGS_hash_seed);
   if (absl::GetFlag(FLAGS_spill)) {
     o.engine.spill_dir = absl::GetFlag(FLAGS_data_dir);
     if (o.engine.spill_dir.empty()) {
@@ -155,10 +159,6 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
                                        << 20;
     o.engine.warm_restart = absl::GetFlag(FLAGS_warm_restart);
   }
-  }
-  o.engine.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
-  o.engine.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
-  o.engine.hash_seed = absl::GetFlag(FLAGS_hash_seed);
   const std::string dispatch = absl::GetFlag(FLAGS_dispatch);
   if (dispatch == "nodejob") {
     o.dispatch.mode = DispatchMode::kNodeJob;
