@@ -18,10 +18,6 @@
 //
 // Usage: crash_test <furrballs_server> [--cycles=N] [--seed=S]. CI runs 3
 // kill cycles; the long mode (//tests/spill:crash_test_long) runs 100.
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -42,8 +38,8 @@
 #include <xxhash.h>
 
 #include "clients/cpp/client.h"
+#include "tests/common/server_process.h"
 
-extern char** environ;
 
 namespace furrballs {
 namespace {
@@ -79,94 +75,20 @@ bool Intact(const std::string& v, int key) {
   return v.rfind(absl::StrCat(key, ":"), 0) == 0;
 }
 
-class ServerProcess {
- public:
-  explicit ServerProcess(std::string data_dir)
-      : data_dir_(std::move(data_dir)) {}
-  ~ServerProcess() { Kill(); }
+using ::furrballs::test_support::ServerProcess;
 
-  bool Start(std::string* why) {
-    int out[2];
-    if (pipe(out) != 0) return false;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {
-        server_binary,
-        "--listen_address=127.0.0.1:0",
-        "--metrics_address=",
-        "--simulate_nodes=2",
-        "--memory_mb=8",
-        "--page_kb=64",
-        "--max_value_bytes=8192",
-        "--expected_item_bytes=1024",
-        "--spill",
-        absl::StrCat("--data_dir=", data_dir_),
-        "--shutdown_deadline_ms=2000"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int spawned = posix_spawn(&pid_, server_binary.c_str(), &actions,
-                                    nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (spawned != 0) {
-      close(out[0]);
-      *why = absl::StrCat("posix_spawn ", server_binary, ": ", spawned);
-      pid_ = -1;
-      return false;
-    }
-    FILE* in = fdopen(out[0], "r");
-    char line[4096];
-    while (fgets(line, sizeof(line), in) != nullptr) {
-      absl::StrAppend(why, line);
-      const char* serving =
-          strstr(line, "serving furrballs.v1.Cache on 127.0.0.1:");
-      if (serving != nullptr) {
-        port_ = atoi(strchr(serving, ':') + 1);
-        output_ = in;
-        // Drain the rest of the output so the server never blocks on it.
-        drain_ = std::thread([in] {
-          char rest[4096];
-          while (fgets(rest, sizeof(rest), in) != nullptr) {
-          }
-        });
-        return port_ > 0;
-      }
-    }
-    fclose(in);
-    return false;
-  }
-
-  void Kill() { Signal(SIGKILL); }
-  bool Stop() { return Signal(SIGTERM); }
-
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-
- private:
-  bool Signal(int sig) {
-    if (pid_ <= 0) return false;
-    kill(pid_, sig);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    if (drain_.joinable()) drain_.join();
-    if (output_ != nullptr) {
-      fclose(output_);
-      output_ = nullptr;
-    }
-    return sig == SIGKILL ? WIFSIGNALED(status)
-                          : WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-
-  const std::string data_dir_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-  FILE* output_ = nullptr;
-  std::thread drain_;
-};
+// A small spilling server on `data_dir`: 8 MiB of memory for 12,000 keys.
+std::vector<std::string> CrashServerFlags(const std::string& data_dir) {
+  return {"--metrics_address=",
+          "--simulate_nodes=2",
+          "--memory_mb=8",
+          "--page_kb=64",
+          "--max_value_bytes=8192",
+          "--expected_item_bytes=1024",
+          "--spill",
+          absl::StrCat("--data_dir=", data_dir),
+          "--shutdown_deadline_ms=2000"};
+}
 
 // What the driver knows about one key.
 struct KeyModel {
@@ -282,9 +204,9 @@ TEST(SpillCrashTest, KillNineNeverServesTornStaleOrForeignValues) {
   Totals totals;
   int graceful = 0, found_after_graceful = 0;
   for (int cycle = 0; cycle < cycles; ++cycle) {
-    ServerProcess server(dir.string());
+    ServerProcess server(server_binary, CrashServerFlags(dir.string()));
     std::string why;
-    ASSERT_TRUE(server.Start(&why)) << why;
+    ASSERT_TRUE(server.Start(0, &why)) << why;
     int found = 0;
     const std::string bad = VerifyAll(server.address(), models, &found);
     ASSERT_EQ(bad, "") << "cycle " << cycle << " after restart";
@@ -318,8 +240,8 @@ TEST(SpillCrashTest, KillNineNeverServesTornStaleOrForeignValues) {
     if (!kill) {
       // Nothing was in flight: after a warm restart every key is its last
       // acknowledged value or (evicted) absent, checked by VerifyAll above.
-      ServerProcess again(dir.string());
-      ASSERT_TRUE(again.Start(&why)) << why;
+      ServerProcess again(server_binary, CrashServerFlags(dir.string()));
+      ASSERT_TRUE(again.Start(0, &why)) << why;
       const std::string after = VerifyAll(again.address(), models,
                                           &found_after_graceful);
       ASSERT_EQ(after, "") << "after a graceful restart";

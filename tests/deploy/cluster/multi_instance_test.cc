@@ -19,10 +19,6 @@
 // (binomial: one standard deviation of a 1/3 share is 0.009), not timings.
 //
 // Thread safety: single-threaded test; each server is a child process.
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -36,8 +32,8 @@
 #include <gtest/gtest.h>
 
 #include "clients/cpp/cluster_client.h"
+#include "tests/common/server_process.h"
 
-extern char** environ;
 
 namespace furrballs {
 namespace {
@@ -56,81 +52,7 @@ std::string Value(int i) { return absl::StrCat("value-", i); }
 
 // A furrballs_server child process on 127.0.0.1. Start() with port 0 lets
 // the server pick a free port, which it prints; a restart reuses the port.
-class ServerProcess {
- public:
-  ~ServerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  // Starts the server and waits for its "serving ... on 127.0.0.1:PORT"
-  // line. Returns false (with the output in *why) if it does not serve.
-  bool Start(int port, std::string* why) {
-    int out[2];
-    if (pipe(out) != 0) return false;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {
-        server_binary, absl::StrCat("--listen_address=127.0.0.1:", port),
-        "--metrics_address=", "--memory_mb=64"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int spawned = posix_spawn(&pid_, server_binary.c_str(), &actions,
-                                    nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (spawned != 0) {
-      close(out[0]);
-      *why = absl::StrCat("posix_spawn ", server_binary, ": ", spawned);
-      pid_ = -1;
-      return false;
-    }
-    // Read lines until the serving line. The pipe stays open; the server's
-    // later output (shutdown lines) goes to a pipe nobody reads, which is
-    // fine for the few lines it prints.
-    FILE* in = fdopen(out[0], "r");
-    char line[4096];
-    while (fgets(line, sizeof(line), in) != nullptr) {
-      absl::StrAppend(why, line);
-      const char* serving = strstr(line, "serving furrballs.v1.Cache on 127.0.0.1:");
-      if (serving != nullptr) {
-        port_ = atoi(strchr(serving, ':') + 1);
-        output_ = in;
-        return port_ > 0;
-      }
-    }
-    fclose(in);
-    return false;
-  }
-
-  // SIGTERM, as the kubelet sends after preStop; waits for a clean exit.
-  bool Stop() {
-    if (pid_ <= 0) return false;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    if (output_ != nullptr) {
-      fclose(output_);
-      output_ = nullptr;
-    }
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  int port() const { return port_; }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  FILE* output_ = nullptr;
-};
+using ::furrballs::test_support::ServerProcess;
 
 // How reads of every key turned out, and which member each key went to.
 struct Tally {
@@ -180,7 +102,10 @@ int Changed(const std::vector<std::string>& a,
 double Share(int n) { return static_cast<double>(n) / kKeys; }
 
 TEST(MultiInstanceTest, OnePodStopsRestartsAndMoves) {
-  ServerProcess servers[3];
+  const std::vector<std::string> flags = {"--metrics_address=", "--memory_mb=64"};
+  ServerProcess servers[3] = {{server_binary, flags},
+                              {server_binary, flags},
+                              {server_binary, flags}};
   std::vector<std::string> all;
   for (ServerProcess& s : servers) {
     std::string why;
