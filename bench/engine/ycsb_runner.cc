@@ -152,8 +152,9 @@ absl::StatusOr<CellResult> CellResult::Parse(std::string_view line) {
   return result;
 }
 
-int64_t ReadRssBytes() {
-  std::ifstream status("/proc/self/status");
+int64_t ReadRssBytes(int pid) {
+  std::ifstream status(pid == 0 ? std::string("/proc/self/status")
+                                : absl::StrCat("/proc/", pid, "/status"));
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("VmRSS:", 0) != 0) continue;

@@ -109,8 +109,9 @@ struct CellResult {
 
 absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory);
 
-// VmRSS of this process in bytes, from /proc/self/status; -1 if unreadable.
-int64_t ReadRssBytes();
+// VmRSS in bytes of process `pid` (0: this process), from
+// /proc/<pid>/status; -1 if unreadable.
+int64_t ReadRssBytes(int pid = 0);
 
 }  // namespace furrballs::bench
 

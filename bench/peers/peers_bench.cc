@@ -16,7 +16,6 @@
 // operations per second.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,7 @@
 #include <absl/strings/str_format.h>
 #include <absl/strings/str_split.h>
 
+#include "bench/engine/ycsb_runner.h"
 #include "bench/peers/peer_client.h"
 #include "bench/peers/peer_loop.h"
 
@@ -97,20 +97,6 @@ absl::StatusOr<CellText> ParseCell(const std::string& text) {
     return absl::InvalidArgumentError(absl::StrCat("cell '", text, "': bad depth or rate"));
   }
   return cell;
-}
-
-int64_t ProcessRssBytes(int pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) != 0) continue;
-    int64_t kib = 0;
-    for (char c : line) {
-      if (c >= '0' && c <= '9') kib = kib * 10 + (c - '0');
-    }
-    return kib * 1024;
-  }
-  return -1;
 }
 
 std::string LatencyJson(const char* name, const LatencyHistogram& h) {
@@ -215,7 +201,7 @@ int Main() {
                 "\"bad_values\":%d,\"server_rss_bytes\":%d,",
                 r->ops, r->seconds, r->ops_per_second, r->reads, r->read_hits,
                 r->HitRatio(), r->fills, r->failed, r->bad_values,
-                target.pid > 0 ? ProcessRssBytes(target.pid) : -1),
+                target.pid > 0 ? ReadRssBytes(target.pid) : -1),
             LatencyJson("read", r->read_latency), ",",
             LatencyJson("update", r->update_latency), ",",
             LatencyJson("rmw", r->rmw_latency), "}\n");
