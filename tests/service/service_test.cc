@@ -1,6 +1,7 @@
 // End-to-end tests of the Furrballs gRPC service: a real server on loopback
 // with a simulated 4-node topology, driven through generated stubs, in both
 // dispatch modes.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -481,6 +482,62 @@ TEST_P(ServiceTest, ManyClientsMixedOpsReadOnlyWholeValues) {
   EXPECT_EQ(bad_values.load(), 0);
 }
 
+// Set load for the shutdown tests: `clients` threads, each writing its own
+// keys "<prefix><t>-<i % 100>" = "v<i>" (20 s deadline, so a hang fails the
+// call) until a call fails. A failure whose code is in `refused` ends that
+// client, as a client that fails over would; any other failure is a test
+// failure. acked[t] holds client t's last acknowledged value of each key.
+class SetLoad {
+ public:
+  SetLoad(std::shared_ptr<grpc::Channel> channel, int clients,
+          const std::string& prefix, std::vector<StatusCode> refused)
+      : acked(clients) {
+    for (int t = 0; t < clients; ++t) {
+      threads_.emplace_back([this, channel, prefix, refused, t] {
+        auto stub = v1::Cache::NewStub(channel);
+        for (int i = 0;; ++i) {
+          ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(20));
+          v1::SetRequest req;
+          req.set_key(prefix + std::to_string(t) + "-" + std::to_string(i % 100));
+          req.set_value("v" + std::to_string(i));
+          v1::SetResponse resp;
+          grpc::Status s = stub->Set(&ctx, req, &resp);
+          if (s.ok()) {
+            ++ok;
+            acked[t][req.key()] = req.value();
+          } else if (std::find(refused.begin(), refused.end(),
+                               s.error_code()) != refused.end()) {
+            ++this->refused;
+            return;
+          } else {
+            ++other;
+            ADD_FAILURE() << s.error_code() << " " << s.error_message();
+            return;
+          }
+        }
+      });
+    }
+  }
+  ~SetLoad() { Join(); }
+
+  void WaitForAcks(int n) const {
+    while (ok.load() < n) std::this_thread::yield();
+  }
+  void Join() {
+    for (auto& th : threads_) {
+      if (th.joinable()) th.join();
+    }
+  }
+
+  std::atomic<int> ok{0}, refused{0}, other{0};
+  std::vector<std::map<std::string, std::string>> acked;
+
+ private:
+  std::vector<std::thread> threads_;
+};
+
 // A drain under load: RPCs accepted before it complete, every RPC after it is
 // answered UNAVAILABLE (never dropped, never CANCELLED), health reports
 // NOT_SERVING, and no acknowledged write is lost. Each client stops at its
@@ -488,42 +545,13 @@ TEST_P(ServiceTest, ManyClientsMixedOpsReadOnlyWholeValues) {
 // the clients, not on a clock.
 TEST_P(ServiceTest, DrainUnderLoadAnswersUnavailableAndLosesNoWrite) {
   constexpr int kClients = 4;
-  std::atomic<int> ok{0}, unavailable{0}, other{0};
-  // Per client, the last acknowledged value of each of its keys.
-  std::vector<std::map<std::string, std::string>> acked(kClients);
-  std::vector<std::thread> clients;
-  for (int t = 0; t < kClients; ++t) {
-    clients.emplace_back([&, t] {
-      auto stub = v1::Cache::NewStub(channel_);
-      for (int i = 0;; ++i) {
-        ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(20));
-        v1::SetRequest req;
-        req.set_key("g" + std::to_string(t) + "-" + std::to_string(i % 100));
-        req.set_value("v" + std::to_string(i));
-        v1::SetResponse resp;
-        grpc::Status s = stub->Set(&ctx, req, &resp);
-        if (s.ok()) {
-          ++ok;
-          acked[t][req.key()] = req.value();
-        } else if (s.error_code() == StatusCode::UNAVAILABLE) {
-          ++unavailable;
-          break;
-        } else {
-          ++other;
-          ADD_FAILURE() << s.error_code() << " " << s.error_message();
-          break;
-        }
-      }
-    });
-  }
-  while (ok.load() < 500) std::this_thread::yield();
+  SetLoad load(channel_, kClients, "g", {StatusCode::UNAVAILABLE});
+  load.WaitForAcks(500);
   server_->BeginDrain();
-  for (auto& c : clients) c.join();
-  EXPECT_GE(ok.load(), 500);
-  EXPECT_EQ(unavailable.load(), kClients);
-  EXPECT_EQ(other.load(), 0);
+  load.Join();
+  EXPECT_GE(load.ok.load(), 500);
+  EXPECT_EQ(load.refused.load(), kClients);
+  EXPECT_EQ(load.other.load(), 0);
 
   auto health = grpc::health::v1::Health::NewStub(channel_);
   ClientContext hctx;
@@ -533,7 +561,7 @@ TEST_P(ServiceTest, DrainUnderLoadAnswersUnavailableAndLosesNoWrite) {
   EXPECT_EQ(hresp.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
 
   for (int t = 0; t < kClients; ++t) {
-    for (const auto& [key, value] : acked[t]) {
+    for (const auto& [key, value] : load.acked[t]) {
       std::string got;
       GetResult r = server_->engine()->Get(key, &got);
       ASSERT_TRUE(r.found) << key;
@@ -549,41 +577,13 @@ TEST_P(ServiceTest, DrainUnderLoadAnswersUnavailableAndLosesNoWrite) {
 // Furrballs sees it (the reason ServerOptions::shutdown_drain exists). RPCs
 // are bounded by a 20 s deadline that a hang would hit.
 TEST_P(ServiceTest, ShutdownUnderLoadNeverHangs) {
-  std::atomic<bool> stop{false};
-  std::atomic<int> ok{0}, refused{0}, other{0};
-  std::vector<std::thread> clients;
-  for (int t = 0; t < 4; ++t) {
-    clients.emplace_back([&, t] {
-      auto stub = v1::Cache::NewStub(channel_);
-      for (int i = 0; !stop.load(); ++i) {
-        ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(20));
-        v1::SetRequest req;
-        req.set_key("s" + std::to_string(t) + "-" + std::to_string(i % 100));
-        req.set_value("v");
-        v1::SetResponse resp;
-        grpc::Status s = stub->Set(&ctx, req, &resp);
-        if (s.ok()) {
-          ++ok;
-        } else if (s.error_code() == StatusCode::UNAVAILABLE ||
-                   s.error_code() == StatusCode::CANCELLED) {
-          ++refused;
-          break;
-        } else {
-          ++other;
-          ADD_FAILURE() << s.error_code() << " " << s.error_message();
-          break;
-        }
-      }
-    });
-  }
-  while (ok.load() < 500) std::this_thread::yield();
+  SetLoad load(channel_, 4, "s",
+               {StatusCode::UNAVAILABLE, StatusCode::CANCELLED});
+  load.WaitForAcks(500);
   server_->Shutdown();
-  stop = true;
-  for (auto& c : clients) c.join();
-  EXPECT_GE(ok.load(), 500);
-  EXPECT_EQ(other.load(), 0);
+  load.Join();
+  EXPECT_GE(load.ok.load(), 500);
+  EXPECT_EQ(load.other.load(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
