@@ -46,8 +46,8 @@ MODES = {
         depth16_cells=["A:zipfian:16:0", "B:zipfian:16:0", "C:zipfian:16:0",
                        "F:zipfian:16:0"],
         validation_seconds=2.0, rb_requests=60000,
-        ycsb_records=20000, ycsb_ops=50000, ycsb_workloads="abcf",
-        ycsb_max_seconds=40, ghz_seconds=10),
+        ycsb_records=50000, ycsb_ops=100000, ycsb_workloads="abcf",
+        ycsb_max_seconds=45, ghz_seconds=10),
     "short": dict(
         values=[64], records=20000, threads=4, seconds=1.0, warmup=0.3,
         memory_mb=64, open_rate=2000,
@@ -63,6 +63,9 @@ FURRBALLS_BACKENDS = ["furrballs", "furrballs_pipeline", "furrballs_multi"]
 # The redis-benchmark check passes when the driver's throughput is within this
 # fraction of redis-benchmark's, at every depth and command.
 VALIDATION_TOLERANCE = 0.25
+# Validation runs at one connection per tool (a plain round trip) and at the
+# benchmark's thread count.
+VALIDATION_CONNECTIONS = 1
 # Alternations of the two tools. The first full run used 3 and saw
 # redis-benchmark's own throughput vary up to 5x between rounds on a busy
 # machine; 5 shorter rounds give the medians more to stand on.
@@ -305,50 +308,62 @@ def phase_driver(cfg, servers, bin_dir, out_dir, progress):
 def phase_validation(cfg, servers, bin_dir, out_dir, progress):
     """redis-benchmark and our driver, SET and GET, depth 1 and 16, one Redis.
 
-    Both sides have the same shape: as many client threads as connections
-    (redis-benchmark --threads), 64 B values, 16-byte keys drawn uniformly
-    from the same number of keys. The two tools alternate, VALIDATION_ROUNDS
-    times each, and the medians are compared, so that a burst of load from
-    other processes does not land on one tool only.
+    Both sides have the same shape: as many client threads as connections,
+    64 B values, 16-byte keys drawn uniformly from the same number of keys.
+    It runs at one connection (a plain round trip) and at the benchmark's
+    thread count. The two tools alternate,
+    VALIDATION_ROUNDS times each, and the medians are compared, so that a
+    burst of load from other processes does not land on one tool only.
     """
     progress.step("validation: redis-benchmark vs the driver on one Redis, %d rounds"
                   % VALIDATION_ROUNDS)
     driver = os.path.join(bin_dir, "bench", "peers", "peers_bench")
     log = os.path.join(out_dir, "logs", "validation.log")
     keys = cfg["records"]
-    threads = cfg["threads"]
     address, pid = servers.start("redis", cfg["memory_mb"], 0, "validation")
     host, port = address.split(":")
     rows = []
-    jsonl = os.path.join(out_dir, "validation_driver.jsonl")
+    loaded = False
     for rep in range(VALIDATION_ROUNDS):
-        for depth in (1, 16):
-            out = run(["redis-benchmark", "-h", host, "-p", port, "-c", str(threads),
-                       "--threads", str(threads),
-                       "-n", str(cfg["rb_requests"] * (4 if depth == 16 else 1)),
-                       "-d", "64", "-r", str(keys), "-P", str(depth), "-t", "set,get",
-                       "--csv"], log, timeout=600)
-            for rec in csv.DictReader(io.StringIO(out)):
-                rows.append({"tool": "redis-benchmark", "round": rep, "command": rec["test"],
-                             "depth": depth, "ops_per_second": float(rec["rps"]),
-                             "p50_us": float(rec.get("p50_latency_ms", "nan")) * 1000,
-                             "p99_us": float(rec.get("p99_latency_ms", "nan")) * 1000})
-        run([driver, "--targets=redis@%s@%d" % (address, pid), "--records=%d" % keys,
-             "--key_bytes=16", "--value_bytes=64", "--threads=%d" % threads,
-             "--seconds=%g" % cfg["validation_seconds"], "--warmup_seconds=0.5",
-             "--load=%s" % ("true" if rep == 0 else "false"),
-             "--cells=S:uniform:1:0,C:uniform:1:0,S:uniform:16:0,C:uniform:16:0",
-             "--out=" + jsonl], log)
+        for conns in validation_connections(cfg):
+            for depth in (1, 16):
+                # redis-benchmark's usual single event loop: with --threads N
+                # on a 2-core machine its threads and Redis fight for the
+                # cores, which measured 20-40% below its own one-loop figure.
+                out = run(["redis-benchmark", "-h", host, "-p", port, "-c", str(conns),
+                           "-n", str(cfg["rb_requests"] * conns * (4 if depth == 16 else 1)),
+                           "-d", "64", "-r", str(keys), "-P", str(depth), "-t", "set,get",
+                           "--csv"], log, timeout=600)
+                for rec in csv.DictReader(io.StringIO(out)):
+                    rows.append({"tool": "redis-benchmark", "round": rep,
+                                 "connections": conns, "command": rec["test"],
+                                 "depth": depth, "ops_per_second": float(rec["rps"]),
+                                 "p50_us": float(rec.get("p50_latency_ms", "nan")) * 1000,
+                                 "p99_us": float(rec.get("p99_latency_ms", "nan")) * 1000})
+            jsonl = os.path.join(out_dir, "validation_driver.jsonl")
+            before = len(read_jsonl(jsonl))
+            run([driver, "--targets=redis@%s@%d" % (address, pid), "--records=%d" % keys,
+                 "--key_bytes=16", "--value_bytes=64", "--threads=%d" % conns,
+                 "--seconds=%g" % cfg["validation_seconds"], "--warmup_seconds=0.5",
+                 "--load=%s" % ("false" if loaded else "true"),
+                 "--cells=S:uniform:1:0,C:uniform:1:0,S:uniform:16:0,C:uniform:16:0",
+                 "--out=" + jsonl], log)
+            loaded = True
+            for r in read_jsonl(jsonl)[before:]:
+                op = "SET" if r["workload"] == "S" else "GET"
+                rows.append({"tool": "peers_bench", "round": rep, "connections": conns,
+                             "command": op, "depth": r["depth"],
+                             "ops_per_second": r["ops_per_second"],
+                             "p50_us": r["update_p50_us"] if op == "SET" else r["read_p50_us"],
+                             "p99_us": r["update_p99_us"] if op == "SET" else r["read_p99_us"]})
     servers.stop("redis")
-    for r in read_jsonl(jsonl):
-        op = "SET" if r["workload"] == "S" else "GET"
-        lat = r["update_p50_us"] if op == "SET" else r["read_p50_us"]
-        lat99 = r["update_p99_us"] if op == "SET" else r["read_p99_us"]
-        rows.append({"tool": "peers_bench", "round": r["round"], "command": op,
-                     "depth": r["depth"],
-                     "ops_per_second": r["ops_per_second"], "p50_us": lat, "p99_us": lat99})
     with open(os.path.join(out_dir, "validation.json"), "w") as f:
         json.dump(rows, f, indent=1)
+
+
+def validation_connections(cfg):
+    """One connection, then the benchmark's thread count."""
+    return [VALIDATION_CONNECTIONS] + ([cfg["threads"]] if cfg["threads"] != 1 else [])
 
 
 YCSB_CLASSES = {"furrballs": "dev.furrballs.ycsb.FurrballsClient",
@@ -614,6 +629,69 @@ def write_summary(out_dir, driver, ycsb, ghz, ops_of, command):
         f.write("\n".join(S) + "\n")
 
 
+def validation_section(cfg, validation):
+    """The driver-vs-redis-benchmark table and its verdict."""
+    tol = VALIDATION_TOLERANCE * 100
+    L = ["One Redis; each tool with N client threads of one connection each "
+         "(redis-benchmark `-c N`, its usual single event loop), N = %s, 64 B values, "
+         "16-byte keys uniform over %d; `-P 1` and `-P 16` against the driver at depth 1 "
+         "and 16; the tools alternate %d times and medians are compared. Criterion "
+         "(fixed before the first run): the driver's median throughput within ±%d%% of "
+         "redis-benchmark's for every N, command and depth. The p50 latency is compared "
+         "the same way and reported, not judged: the two tools time different things "
+         "(the driver from before its write to after its blocking read returns, which "
+         "includes the thread's wake-up; redis-benchmark inside its event loop, which "
+         "often finds replies already waiting). The first two runs used "
+         "`redis-benchmark --threads N` at N = %d and failed (1 of 4, 0 of 4): six busy "
+         "threads on two cores, where redis-benchmark's threaded mode measured 20-40%% "
+         "below its own single loop on the same Redis." % (
+             " and ".join(str(n) for n in validation_connections(cfg)), cfg["records"],
+             VALIDATION_ROUNDS, tol, cfg["threads"]),
+         "",
+         "| N | command | depth | rb ops/s (median) | driver ops/s (median) | driver/rb "
+         "| throughput within ±%d%% | rb p50 µs | driver p50 µs | driver/rb p50 "
+         "| p50 within ±%d%% | rb rounds | driver rounds |" % (tol, tol),
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    passed = passed_p50 = checks = 0
+    for conns in validation_connections(cfg):
+        for cmd in ["SET", "GET"]:
+            for depth in (1, 16):
+                def pick(tool):
+                    return [x for x in validation if x["tool"] == tool
+                            and x.get("connections", cfg["threads"]) == conns
+                            and x["command"] == cmd and x["depth"] == depth]
+                rb, dr = pick("redis-benchmark"), pick("peers_bench")
+                if not rb or not dr:
+                    continue
+                q = (statistics.median(x["ops_per_second"] for x in dr) /
+                     statistics.median(x["ops_per_second"] for x in rb))
+                rb_p50 = statistics.median(x["p50_us"] for x in rb)
+                dr_p50 = statistics.median(x["p50_us"] for x in dr)
+                q50 = dr_p50 / rb_p50
+                ok = abs(q - 1) <= VALIDATION_TOLERANCE
+                ok50 = abs(q50 - 1) <= VALIDATION_TOLERANCE
+                checks += 1
+                passed += ok
+                passed_p50 += ok50
+
+                def verdict(good):
+                    return "yes" if good else "**no**"
+                L.append("| %d | %s | %d | %.0f | %.0f | %.2f | %s | %.0f | %.0f | %.2f | %s "
+                         "| %s | %s |" % (
+                             conns, cmd, depth,
+                             statistics.median(x["ops_per_second"] for x in rb),
+                             statistics.median(x["ops_per_second"] for x in dr), q,
+                             verdict(ok), rb_p50, dr_p50, q50, verdict(ok50),
+                             " ".join("%.0f" % x["ops_per_second"] for x in rb),
+                             " ".join("%.0f" % x["ops_per_second"] for x in dr)))
+    L.append("")
+    L.append("Validation: throughput %d of %d within ±%d%% (the criterion: %s); p50 "
+             "latency %d of %d (reported)." % (passed, checks, tol,
+                                              "passed" if passed == checks else "**failed**",
+                                              passed_p50, checks))
+    return L
+
+
 def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=None):
     driver = read_jsonl(os.path.join(out_dir, "driver.jsonl"))
     write_driver_csv(driver, os.path.join(out_dir, "driver.csv"))
@@ -746,58 +824,7 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
 
     L.append("## Driver validation against redis-benchmark")
     L.append("")
-    L.append("One Redis; both tools with %d client threads of one connection each "
-             "(`redis-benchmark -c N --threads N`), 64 B values, 16-byte keys uniform over "
-             "%d; redis-benchmark `-P 1` and `-P 16` against the driver at depth 1 and 16; "
-             "the tools alternate %d times and the medians are compared. Criterion, "
-             "fixed before the first run: the driver's median throughput within ±%d%% of "
-             "redis-benchmark's for each command and depth. Added after the first full "
-             "run, in which redis-benchmark's own throughput varied up to 5x between "
-             "rounds while both tools' median latencies stayed within tens of percent: the "
-             "same ±%d%% test on the p50 latency, which a descheduled server or client "
-             "moves far less than throughput (an average that every stall drags down); "
-             "and the best round of each, for reference." %
-             (cfg["threads"], cfg["records"],
-              len({x.get("round") for x in validation if x["tool"] == "peers_bench"}),
-              VALIDATION_TOLERANCE * 100, VALIDATION_TOLERANCE * 100))
-    L.append("")
-    L.append("| command | depth | rb ops/s (median) | driver ops/s (median) | driver/rb "
-             "| throughput within ±%d%% | rb p50 µs | driver p50 µs | driver/rb p50 "
-             "| p50 within ±%d%% | best driver/best rb | rb rounds | driver rounds |" %
-             (VALIDATION_TOLERANCE * 100, VALIDATION_TOLERANCE * 100))
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    passed = 0
-    checks = 0
-    passed_p50 = 0
-    for cmd in ["SET", "GET"]:
-        for depth in (1, 16):
-            rb = [x for x in validation if x["tool"] == "redis-benchmark"
-                  and x["command"] == cmd and x["depth"] == depth]
-            dr = [x for x in validation if x["tool"] == "peers_bench"
-                  and x["command"] == cmd and x["depth"] == depth]
-            if not rb or not dr:
-                continue
-            rb_ops = statistics.median(x["ops_per_second"] for x in rb)
-            dr_ops = statistics.median(x["ops_per_second"] for x in dr)
-            rb_p50 = statistics.median(x["p50_us"] for x in rb)
-            dr_p50 = statistics.median(x["p50_us"] for x in dr)
-            q = dr_ops / rb_ops
-            q50 = dr_p50 / rb_p50
-            ok = abs(q - 1) <= VALIDATION_TOLERANCE
-            ok50 = abs(q50 - 1) <= VALIDATION_TOLERANCE
-            checks += 1
-            passed += ok
-            passed_p50 += ok50
-            best = max(x["ops_per_second"] for x in dr) / max(x["ops_per_second"] for x in rb)
-            L.append("| %s | %d | %.0f | %.0f | %.2f | %s | %.0f | %.0f | %.2f | %s | %.2f "
-                     "| %s | %s |" % (
-                         cmd, depth, rb_ops, dr_ops, q, "yes" if ok else "**no**",
-                         rb_p50, dr_p50, q50, "yes" if ok50 else "**no**", best,
-                         " ".join("%.0f" % x["ops_per_second"] for x in rb),
-                         " ".join("%.0f" % x["ops_per_second"] for x in dr)))
-    L.append("")
-    L.append("Validation: throughput %d of %d within ±%d%%; p50 latency %d of %d." % (
-        passed, checks, VALIDATION_TOLERANCE * 100, passed_p50, checks))
+    L.extend(validation_section(cfg, validation))
     L.append("")
 
     L.append("## YCSB 0.17.0 (bench/ycsb bindings)")
