@@ -225,7 +225,9 @@ def machine_facts():
     dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                            text=True).stdout.split("\n")
-    dirty = [line for line in dirty if line.strip()]
+    # This run's own results directory may be tracked (a reference run).
+    dirty = [line for line in dirty
+             if line.strip() and not line[3:].startswith("bench/results/")]
     return {
         "host": socket.gethostname(),
         "kernel": platform.release(),
@@ -732,7 +734,7 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
              "value pages, key metadata on top; Redis `maxmemory` with `allkeys-lru`, "
              "which counts its whole data set; memcached `-m`, slab memory). Redis runs "
              "with no persistence (`--save '' --appendonly no`). All on 127.0.0.1, each "
-             "with its default threads (Furrballs: one NUMA node, NodeJob dispatch; Redis "
+             "with its default threads (Furrballs: one NUMA node, direct dispatch; Redis "
              "7: one thread; memcached: 4 worker threads)." % cfg["memory_mb"])
     L.append("- Driver (`//bench/peers:peers_bench`): %d client threads, one connection "
              "each; %d records, 24-byte keys; %g s measured after %g s warm-up per cell; "
