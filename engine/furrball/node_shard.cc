@@ -823,7 +823,10 @@ void NodeShard::Maintain() {
   }
   MutexLock l(&reclaim_mu_);
   ReclaimExpired();
-  if (spill_index_ != nullptr) DeleteDeadSpillPages();
+  if (spill_index_ != nullptr) {
+    SweepSpillIndex();
+    DeleteDeadSpillPages();
+  }
 }
 
 // ---- Spill tier ----------------------------------------------------------------
@@ -996,6 +999,25 @@ Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
       resident_keys_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (sr.err != Error::kAbandonedSet) return sr.err;
+  }
+}
+
+void NodeShard::SweepSpillIndex() {
+  spill_index_->MarkPagesGone(
+      config_.spill_store->TakeRemovedPages(config_.node_index));
+  // A slice per pass: the whole index is looked at every size/kSlice passes.
+  constexpr size_t kSlice = 1024;
+  const uint64_t now = NowMs();
+  for (const auto& [h, key] :
+       spill_index_->FindStale(now, kSlice, &sweep_cursor_)) {
+    // Try-lock only (the reclaim mutex holder never waits for a key lock);
+    // a key whose lock is busy is met again next round.
+    SpinLock& lock = config_.key_lock_for(config_.key_lock_context, h);
+    if (!lock.try_lock()) continue;
+    if (spill_index_->TakeIf(h, key) && key.Expired(now)) {
+      stats_.Add(Counter::kTtlExpirations);
+    }
+    lock.unlock();
   }
 }
 

@@ -309,6 +309,9 @@ class NodeShard {
                        uint64_t version, uint64_t expiry_ms);
   // Deletes the blobs of pages none of whose keys are indexed any more.
   void DeleteDeadSpillPages();
+  // Drops a slice of stale spill index entries (expired, or of pages the
+  // store removed for its budget). REQUIRES: reclaim_mu_ (the sweep cursor).
+  void SweepSpillIndex() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Copies an ARC victim into the spill batch and indexes it there
   // (OnEvict, under the ARC SpinLock, on the worker).
   void AddVictimToBatch(const HashPair& h, const KeyMeta& m);
@@ -346,6 +349,7 @@ class NodeShard {
   std::atomic<int64_t> resident_keys_{0};
   // Keys whose only copy is in the spill store; null when spill is off.
   std::unique_ptr<SpillIndex> spill_index_;
+  SpillIndex::SweepCursor sweep_cursor_ ABSL_GUARDED_BY(reclaim_mu_);
   // ARC victims on their way to disk: a page image assembled in memory and
   // written whole (FlushVictimBatch). Its keys are already indexed under
   // batch_page_id_; reloads read it from here until it is written.

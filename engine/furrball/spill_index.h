@@ -20,9 +20,14 @@
 // (Lookup) take no key lock; what they see only decides whether to try a
 // reload, and the reload re-checks under the lock.
 //
-// Expired entries are answered as absent and dropped when a writer or a
-// reload meets them. Entries of pages the store removed for its disk budget
-// are dropped when a reload finds the page gone.
+// Stale entries (expired, or of a page the store removed for its disk
+// budget) are answered as absent or miss on reload. They are dropped when a
+// writer or a reload meets them, and otherwise by the node's worker, which
+// sweeps the index a slice at a time (FindStale) and removes each stale
+// entry with TakeIf under the key's lock, like any other change, so a
+// sweep never removes an entry a writer replaced meanwhile. Without the
+// sweep, keys spilled once and never asked for again would keep their
+// entries forever.
 #ifndef FURRBALLS_ENGINE_FURRBALL_SPILL_INDEX_H_
 #define FURRBALLS_ENGINE_FURRBALL_SPILL_INDEX_H_
 
@@ -31,6 +36,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
@@ -72,6 +79,21 @@ class SpillIndex {
   std::vector<uint64_t> TakeDeadPages();
   bool HasKeys(uint64_t page_id);
 
+  // The store removed these pages (disk budget): their entries are stale.
+  void MarkPagesGone(const std::vector<uint64_t>& page_ids);
+  // Where a sweep stopped; owned by the one thread that sweeps.
+  struct SweepCursor {
+    size_t shard = 0;
+    size_t bucket = 0;
+  };
+  // Looks at up to `max_entries` entries from *cursor on (wrapping around)
+  // and returns the stale ones: expired at `now_ms`, or of a gone page.
+  // Nothing is removed; the caller takes each with TakeIf under its key
+  // lock. Returns at once when no entry can be stale.
+  std::vector<std::pair<HashPair, SpilledKey>> FindStale(uint64_t now_ms,
+                                                         size_t max_entries,
+                                                         SweepCursor* cursor);
+
   // Every entry, for the warm-restart manifest. Not atomic with writers;
   // call when no writer runs.
   std::vector<std::pair<HashPair, SpilledKey>> Snapshot() const;
@@ -93,12 +115,20 @@ class SpillIndex {
   }
   void Retain(uint64_t page_id);
   void Release(uint64_t page_id);
+  // Counts entries with an expiry (FindStale's early exit).
+  void NoteExpiry(uint64_t old_expiry_ms, uint64_t new_expiry_ms) {
+    expiring_.fetch_add(int64_t{new_expiry_ms != 0} - int64_t{old_expiry_ms != 0},
+                        std::memory_order_relaxed);
+  }
 
   std::array<Shard, kShards> shards_;
   std::atomic<size_t> size_{0};
+  std::atomic<int64_t> expiring_{0};  // entries with expiry_ms != 0
   Mutex pages_mu_;
   std::unordered_map<uint64_t, uint32_t> page_keys_ ABSL_GUARDED_BY(pages_mu_);
   std::vector<uint64_t> dead_pages_ ABSL_GUARDED_BY(pages_mu_);
+  // Pages removed from the store that still have entries.
+  std::unordered_set<uint64_t> gone_pages_ ABSL_GUARDED_BY(pages_mu_);
 };
 
 }  // namespace furrball_internal

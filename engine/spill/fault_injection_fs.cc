@@ -1,5 +1,6 @@
 #include "engine/spill/fault_injection_fs.h"
 
+#include <thread>
 #include <utility>
 
 namespace furrballs {
@@ -28,13 +29,24 @@ class FaultyWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
   }
   rocksdb::IOStatus Sync(const rocksdb::IOOptions& options,
                          rocksdb::IODebugContext* dbg) override {
+    fs_->DelaySync();
     rocksdb::IOStatus s = fs_->WriteStatus();
     return s.ok() ? FSWritableFileOwnerWrapper::Sync(options, dbg) : s;
   }
   rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
+    fs_->DelaySync();
     rocksdb::IOStatus s = fs_->WriteStatus();
     return s.ok() ? FSWritableFileOwnerWrapper::Fsync(options, dbg) : s;
+  }
+  rocksdb::IOStatus RangeSync(uint64_t offset, uint64_t nbytes,
+                              const rocksdb::IOOptions& options,
+                              rocksdb::IODebugContext* dbg) override {
+    fs_->DelaySync();
+    rocksdb::IOStatus s = fs_->WriteStatus();
+    return s.ok() ? FSWritableFileOwnerWrapper::RangeSync(offset, nbytes,
+                                                          options, dbg)
+                  : s;
   }
 
  private:
@@ -86,6 +98,13 @@ rocksdb::IOStatus FaultInjectionFs::WriteStatus() {
       return rocksdb::IOStatus::IOError("injected EIO");
   }
   return rocksdb::IOStatus::OK();
+}
+
+void FaultInjectionFs::DelaySync() {
+  const int64_t us = sync_delay_us_.load(std::memory_order_relaxed);
+  if (us <= 0) return;
+  delayed_syncs_.fetch_add(1, std::memory_order_relaxed);
+  std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 
 rocksdb::IOStatus FaultInjectionFs::ReadStatus() {

@@ -1,5 +1,6 @@
 // engine/spill/fault_injection_fs.h: a RocksDB FileSystem that fails on
-// command, for tests of the spill tier under disk errors (ENOSPC, EIO).
+// command, for tests of the spill tier under disk errors (ENOSPC, EIO) and
+// slow syncs.
 //
 // Thread safety: thread-safe; the switches are atomics that a test flips
 // while RocksDB's threads use the files.
@@ -7,6 +8,7 @@
 #define FURRBALLS_ENGINE_SPILL_FAULT_INJECTION_FS_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -35,6 +37,15 @@ class FaultInjectionFs : public rocksdb::FileSystemWrapper {
   }
   // Every later random read fails with EIO.
   void SetReadFault(bool on) { read_fault_.store(on, std::memory_order_relaxed); }
+  // Every later Sync, Fsync and RangeSync of a written file takes `delay`
+  // longer (a disk that stalls on writeback); zero turns it off.
+  void SetSyncDelay(std::chrono::microseconds delay) {
+    sync_delay_us_.store(delay.count(), std::memory_order_relaxed);
+  }
+  // Syncs that were slowed down so far.
+  uint64_t delayed_syncs() const {
+    return delayed_syncs_.load(std::memory_order_relaxed);
+  }
 
   uint64_t injected() const {
     return injected_.load(std::memory_order_relaxed);
@@ -43,6 +54,9 @@ class FaultInjectionFs : public rocksdb::FileSystemWrapper {
   // The status a write should return now (OK when no fault is set).
   rocksdb::IOStatus WriteStatus();
   rocksdb::IOStatus ReadStatus();
+  // Sleeps for the sync delay, if one is set. A sync fault, not a test's
+  // wait: the stall is what the test inflicts on RocksDB.
+  void DelaySync();
 
   rocksdb::IOStatus NewWritableFile(
       const std::string& name, const rocksdb::FileOptions& options,
@@ -56,6 +70,8 @@ class FaultInjectionFs : public rocksdb::FileSystemWrapper {
  private:
   std::atomic<int> write_fault_{0};
   std::atomic<bool> read_fault_{false};
+  std::atomic<int64_t> sync_delay_us_{0};
+  std::atomic<uint64_t> delayed_syncs_{0};
   std::atomic<uint64_t> injected_{0};
 };
 

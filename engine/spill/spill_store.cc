@@ -79,6 +79,7 @@ SpillStore::SpillStore(const SpillStoreOptions& options)
     : options_(options) {
   MutexLock l(&mu_);
   pages_.resize(options.node_count);
+  removed_pages_.resize(options.node_count);
 }
 
 SpillStore::~SpillStore() { CloseDb(); }
@@ -304,8 +305,15 @@ void SpillStore::EnforceBudget(std::vector<std::pair<int, uint64_t>>* removed) {
     pages_[oldest_node].erase(pages_[oldest_node].begin());
     --page_count_;
     removed_for_budget_.fetch_add(1, std::memory_order_relaxed);
+    removed_pages_[oldest_node].push_back(oldest_id);
     if (removed != nullptr) removed->emplace_back(oldest_node, oldest_id);
   }
+}
+
+std::vector<uint64_t> SpillStore::TakeRemovedPages(int node) {
+  MutexLock l(&mu_);
+  if (node < 0 || node >= options_.node_count) return {};
+  return std::exchange(removed_pages_[node], {});
 }
 
 absl::StatusOr<std::string> SpillStore::Get(int node, uint64_t page_id) {

@@ -110,6 +110,10 @@ class SpillStore {
   // the store usable: the next call tries to resume RocksDB first.
   absl::Status Put(int node, uint64_t page_id, std::string_view blob,
                    std::vector<std::pair<int, uint64_t>>* removed = nullptr);
+  // The pages of `node` the budget removed since the last call, oldest
+  // first, whichever node's Put removed them: the node's index drops their
+  // keys (they would only miss).
+  std::vector<uint64_t> TakeRemovedPages(int node);
   // NotFound if the page is not stored (never written, deleted, or removed
   // for the budget).
   absl::StatusOr<std::string> Get(int node, uint64_t page_id);
@@ -144,6 +148,8 @@ class SpillStore {
   std::vector<std::map<uint64_t, uint64_t>> pages_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t page_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per node, pages removed for the budget and not yet taken.
+  std::vector<std::vector<uint64_t>> removed_pages_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> next_page_id_{1};
   std::atomic<uint64_t> removed_for_budget_{0};
   std::atomic<uint64_t> write_errors_{0};

@@ -103,6 +103,14 @@ TEST_F(SpillStoreTest, BudgetRemovesOldestPagesFirstAcrossNodes) {
   const SpillStoreStats s = store->stats();
   EXPECT_LE(s.bytes, 4 * blob);
   EXPECT_EQ(s.pages_removed_for_budget, 6u);
+  // Each node learns of its own removed pages, oldest first, once, whichever
+  // node's Put removed them.
+  EXPECT_EQ(store->TakeRemovedPages(0),
+            (std::vector<uint64_t>{ids[0], ids[2], ids[4]}));
+  EXPECT_EQ(store->TakeRemovedPages(1),
+            (std::vector<uint64_t>{ids[1], ids[3], ids[5]}));
+  EXPECT_TRUE(store->TakeRemovedPages(0).empty());
+  EXPECT_TRUE(store->TakeRemovedPages(7).empty());  // no such node
 }
 
 TEST_F(SpillStoreTest, GracefulCloseReopensWarmOnce) {
