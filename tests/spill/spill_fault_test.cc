@@ -32,15 +32,18 @@
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
 #include "engine/spill/fault_injection_fs.h"
+#include "tests/spill/spill_test_util.h"
 
 namespace furrballs {
 namespace {
 
 namespace fs = std::filesystem;
 using spill::FaultInjectionFs;
+using spill_testing::SpillTotals;
+using spill_testing::WaitFor;
 
 constexpr size_t kValueBytes = 1000;
-constexpr int kKeys = 6000;  // about 3x the memory of Options()
+constexpr int kKeys = 6000;  // about 3x the memory of SmallSpillCache
 constexpr int kWriters = 2;
 constexpr int kReaders = 2;
 
@@ -68,19 +71,6 @@ int GenerationOf(int i, const std::string& v) {
     return -1;
   }
   return g;
-}
-
-NodeStatsSnapshot Total(const FurrBall& ball) {
-  NodeStatsSnapshot t;
-  for (const NodeStatsSnapshot& s : ball.Stats()) {
-    t.spill_pages_written += s.spill_pages_written;
-    t.spill_reloads += s.spill_reloads;
-    t.spill_ghost_hits += s.spill_ghost_hits;
-    t.spill_errors += s.spill_errors;
-    t.spill_keys_indexed += s.spill_keys_indexed;
-    t.pages_empty += s.pages_empty;
-  }
-  return t;
 }
 
 // Writer w owns the keys i with i % kWriters == w and is the only one to
@@ -181,36 +171,15 @@ class Traffic {
 class SpillFaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
+    dir_ = spill_testing::FreshTestDir();
     fault_fs_ = std::make_shared<FaultInjectionFs>();
     env_ = spill::NewFaultInjectionEnv(fault_fs_);
   }
 
   FurrBallOptions Options() {
-    FurrBallOptions o;
-    o.node_count = 2;
-    o.simulate_topology = true;
-    o.memory_budget_bytes = 2 << 20;  // 16 pages of 64 KiB per node
-    o.page_size_bytes = 64 << 10;
-    o.max_value_bytes = 16 << 10;
-    o.maintenance_interval = std::chrono::milliseconds(1);
-    o.clock = &clock_;
-    o.spill_dir = dir_.string();
+    FurrBallOptions o = spill_testing::SmallSpillCache(dir_, &clock_);
     o.spill_env = env_.get();
     return o;
-  }
-
-  // Polls until `done` holds, failing after a generous bound.
-  template <typename Pred>
-  static void WaitFor(const char* what, Pred done) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!done()) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << what;
-      std::this_thread::yield();
-    }
   }
 
   ManualClock clock_;
@@ -228,7 +197,7 @@ TEST_F(SpillFaultTest, DiskFailuresUnderLiveTrafficKeepTheCacheServing) {
 
   // Healthy: fill past memory, so that pages go to disk and come back.
   traffic.Run(kOps);
-  const NodeStatsSnapshot healthy = Total(ball);
+  const NodeStatsSnapshot healthy = SpillTotals(ball);
   EXPECT_GT(healthy.spill_pages_written, 0u);
   EXPECT_EQ(healthy.spill_errors, 0u);
 
@@ -236,13 +205,13 @@ TEST_F(SpillFaultTest, DiskFailuresUnderLiveTrafficKeepTheCacheServing) {
   // cache evicts instead and keeps acknowledging every Set.
   for (FaultInjectionFs::Fault fault :
        {FaultInjectionFs::Fault::kIoError, FaultInjectionFs::Fault::kNoSpace}) {
-    const uint64_t errors_before = Total(ball).spill_errors;
+    const uint64_t errors_before = SpillTotals(ball).spill_errors;
     fault_fs_->SetWriteFault(fault);
     traffic.Run(kOps);
     // RocksDB learns of a failed write when its memtable is flushed; more
     // pages keep arriving until the store reports it.
     WaitFor("no spill error was counted under a failing disk", [&] {
-      return Total(ball).spill_errors > errors_before;
+      return SpillTotals(ball).spill_errors > errors_before;
     });
     traffic.Run(kOps / 4);
     fault_fs_->SetWriteFault(FaultInjectionFs::Fault::kNone);
@@ -250,11 +219,11 @@ TEST_F(SpillFaultTest, DiskFailuresUnderLiveTrafficKeepTheCacheServing) {
 
   // Reads fail: spilled keys miss (counted), resident ones are served.
   {
-    const uint64_t errors_before = Total(ball).spill_errors;
+    const uint64_t errors_before = SpillTotals(ball).spill_errors;
     fault_fs_->SetReadFault(true);
     traffic.Run(kOps);
     fault_fs_->SetReadFault(false);
-    const NodeStatsSnapshot s = Total(ball);
+    const NodeStatsSnapshot s = SpillTotals(ball);
     std::printf("read fault: spill errors %llu -> %llu\n",
                 (unsigned long long)errors_before,
                 (unsigned long long)s.spill_errors);
@@ -267,13 +236,13 @@ TEST_F(SpillFaultTest, DiskFailuresUnderLiveTrafficKeepTheCacheServing) {
   EXPECT_GT(fault_fs_->delayed_syncs(), 0u) << "no sync was slowed down";
 
   // The disk is healthy again: new pages are written and read back.
-  const NodeStatsSnapshot before_recovery = Total(ball);
+  const NodeStatsSnapshot before_recovery = SpillTotals(ball);
   traffic.Run(kOps);
   WaitFor("no page was written after the disk recovered", [&] {
-    return Total(ball).spill_pages_written > before_recovery.spill_pages_written;
+    return SpillTotals(ball).spill_pages_written > before_recovery.spill_pages_written;
   });
   const int found = traffic.CheckAll();
-  const NodeStatsSnapshot end = Total(ball);
+  const NodeStatsSnapshot end = SpillTotals(ball);
   std::printf(
       "sets failed %llu, bad reads %llu, hits %llu; spill pages %llu, "
       "errors %llu, reloads %llu (after recovery +%llu pages, +%llu reloads); "

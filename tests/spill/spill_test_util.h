@@ -1,0 +1,83 @@
+// tests/spill/spill_test_util.h: what the engine-level spill tests share: a
+// small cache over a real RocksDB directory, the statistics they read summed
+// over nodes, and a bounded wait for the node workers.
+#ifndef FURRBALLS_TESTS_SPILL_SPILL_TEST_UTIL_H_
+#define FURRBALLS_TESTS_SPILL_SPILL_TEST_UTIL_H_
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "engine/furrball/clock.h"
+#include "engine/furrball/furrball.h"
+
+namespace furrballs {
+namespace spill_testing {
+
+// A fresh directory named after the running test, under the test's temp dir.
+inline std::filesystem::path FreshTestDir() {
+  std::string name =
+      ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  for (char& c : name) {
+    if (c == '/') c = '_';  // parameterized test names
+  }
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// 2 simulated nodes of 16 pages of 64 KiB, the spill tier in `dir`, a worker
+// pass every millisecond: a few thousand 1 KB values are several times the
+// memory.
+inline FurrBallOptions SmallSpillCache(const std::filesystem::path& dir,
+                                       const Clock* clock) {
+  FurrBallOptions o;
+  o.node_count = 2;
+  o.simulate_topology = true;
+  o.memory_budget_bytes = 2 << 20;
+  o.page_size_bytes = 64 << 10;
+  o.max_value_bytes = 16 << 10;
+  o.maintenance_interval = std::chrono::milliseconds(1);
+  o.clock = clock;
+  o.spill_dir = dir.string();
+  return o;
+}
+
+// The counters the spill tests read, summed over the nodes.
+inline NodeStatsSnapshot SpillTotals(const FurrBall& ball) {
+  NodeStatsSnapshot t;
+  for (const NodeStatsSnapshot& s : ball.Stats()) {
+    t.spill_pages_written += s.spill_pages_written;
+    t.spill_keys_written += s.spill_keys_written;
+    t.spill_reloads += s.spill_reloads;
+    t.spill_ghost_hits += s.spill_ghost_hits;
+    t.spill_errors += s.spill_errors;
+    t.spill_keys_indexed += s.spill_keys_indexed;
+    t.spill_disk_bytes += s.spill_disk_bytes;
+    t.pages_empty += s.pages_empty;
+    t.page_evictions += s.page_evictions;
+    t.ttl_expirations += s.ttl_expirations;
+  }
+  return t;
+}
+
+// Polls `done` (yielding, never sleeping) and fails the test with `what`
+// after a bound generous enough for a loaded machine.
+template <typename Pred>
+void WaitFor(const char* what, Pred done) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << what;
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace spill_testing
+}  // namespace furrballs
+
+#endif  // FURRBALLS_TESTS_SPILL_SPILL_TEST_UTIL_H_
