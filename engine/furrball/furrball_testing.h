@@ -1,16 +1,34 @@
 // engine/furrball/furrball_testing.h: fault injection for tests of
-// FurrBall::Open's all-or-nothing start-up (report §3.4).
+// FurrBall::Open's all-or-nothing start-up (report §3.4), and pause points
+// for tests that need one particular interleaving.
 //
-// Thread safety: thread-safe (one atomic); meant to be set by a test before
+// Thread safety: thread-safe (atomics); meant to be set by a test before
 // Open and reset after.
 #ifndef FURRBALLS_ENGINE_FURRBALL_FURRBALL_TESTING_H_
 #define FURRBALLS_ENGINE_FURRBALL_FURRBALL_TESTING_H_
+
+#include "engine/common/hash_pair.h"
 
 namespace furrballs {
 
 // Makes every later Open fail to build the shard of node `node` (as if the
 // node refused memory) while the other nodes build theirs; -1 turns it off.
 void SetNodeInitFailureForTesting(int node);
+
+// Pause points inside the engine. A hook runs on the engine's thread at that
+// point and may block it (a test then holds the engine there while it drives
+// another thread). Null members are skipped; production never sets any.
+struct EngineTestHooks {
+  // An ARC victim has left the key table and is about to be copied to the
+  // spill tier and indexed there. Runs under ARC's lock, on the evicting
+  // thread.
+  void (*victim_erased)(const HashPair& h) = nullptr;
+  // A Set found its key neither in memory nor in the spill index and is
+  // about to insert it (it holds the key's write lock).
+  void (*before_insert)(const HashPair& h) = nullptr;
+};
+// `hooks` must outlive its use; nullptr removes them.
+void SetEngineTestHooksForTesting(const EngineTestHooks* hooks);
 
 }  // namespace furrballs
 

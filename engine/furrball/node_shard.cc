@@ -1,6 +1,7 @@
 #include "engine/furrball/node_shard.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstring>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <absl/strings/str_cat.h>
 
 #include "engine/furrball/entry.h"
+#include "engine/furrball/furrball_testing.h"
 #include "engine/numatic/error_status.h"
 #include "engine/spill/page_blob.h"
 #include "engine/spill/spill_store.h"
@@ -25,6 +27,12 @@ thread_local Counter tls_eviction_reason = Counter::kEvictionsKeys;
 // Set by the worker's reserve refill while it asks ARC for victims with the
 // spill tier on: OnEvict then sends each victim to the spill batch.
 thread_local bool tls_spill_victims = false;
+
+std::atomic<const EngineTestHooks*> g_test_hooks{nullptr};
+
+const EngineTestHooks* TestHooks() {
+  return g_test_hooks.load(std::memory_order_acquire);
+}
 
 class EvictionReason {
  public:
@@ -329,11 +337,21 @@ SetResult NodeShard::Set(const HashPair& h, std::string_view value,
       pool_.EndWrite(r.page);
       return SetResult{Error::kNoMemory, 0};
     }
+    if (const EngineTestHooks* t = TestHooks();
+        t != nullptr && t->before_insert != nullptr) {
+      t->before_insert(h);
+    }
     const CMapSetResult sr = arc_->Set(h, fresh);
     if (sr.err == Error::kOk) {
       // Only writers insert and they hold the key's lock, so the key was
       // absent when Peek said so and Set inserted it.
       assert(sr.inserted);
+      // An ARC victim is erased and then indexed in one critical section of
+      // ARC's lock, without its key lock: Peek and the index lookup above
+      // can both fall between the two and miss the key. The insert took
+      // ARC's lock, so such an entry is visible now; it is older than this
+      // write and must not outlive it (docs/spill.md, "No resurrection").
+      if (spill_index_ != nullptr) spill_index_->TakeIfOlder(h, version);
       pool_.Publish(r.page, capacity);
       pool_.EndWrite(r.page);
       stats_.Add(Counter::kSets);
@@ -419,6 +437,10 @@ void NodeShard::AccountRemoved(const KeyMeta& m) {
 
 void NodeShard::OnEvict(const HashPair& h, const KeyMeta& m) {
   if (tls_spill_victims && spill_index_ != nullptr) {
+    if (const EngineTestHooks* t = TestHooks();
+        t != nullptr && t->victim_erased != nullptr) {
+      t->victim_erased(h);
+    }
     AddVictimToBatch(h, m);
     AccountRemoved(m);
     stats_.Add(Counter::kSpilledKeys);
@@ -1124,4 +1146,9 @@ NodeStatsSnapshot NodeShard::Snapshot() const {
 }
 
 }  // namespace furrball_internal
+
+void SetEngineTestHooksForTesting(const EngineTestHooks* hooks) {
+  furrball_internal::g_test_hooks.store(hooks, std::memory_order_release);
+}
+
 }  // namespace furrballs

@@ -67,6 +67,23 @@ bool SpillIndex::TakeIf(const HashPair& h, const SpilledKey& expected) {
   return true;
 }
 
+bool SpillIndex::TakeIfOlder(const HashPair& h, uint64_t version) {
+  if (size() == 0) return false;
+  SpilledKey taken;
+  {
+    Shard& s = ShardOf(h);
+    MutexLock l(&s.mu);
+    auto it = s.keys.find(h);
+    if (it == s.keys.end() || it->second.version >= version) return false;
+    taken = it->second;
+    s.keys.erase(it);
+    size_.fetch_sub(1, std::memory_order_relaxed);
+    NoteExpiry(taken.expiry_ms, 0);
+  }
+  Release(taken.page_id);
+  return true;
+}
+
 bool SpillIndex::SetExpiry(const HashPair& h, uint64_t expiry_ms) {
   Shard& s = ShardOf(h);
   MutexLock l(&s.mu);

@@ -12,6 +12,14 @@
 //            between still finds the key in memory).
 //   write    Set/Delete remove the entry (Take) before they acknowledge, so
 //            an older spilled copy can never be reloaded after them.
+//   victim   an ARC victim is the one entry added without its key lock: it
+//            is erased from the table and indexed in one critical section
+//            of ARC's lock. A writer's Peek and Lookup may fall between the
+//            two and see the key nowhere; so a writer that then inserts
+//            (which takes ARC's lock, after the victim's critical section)
+//            removes any entry older than its write (TakeIfOlder), and
+//            Delete looks at the index only after its Erase, which takes
+//            ARC's lock too.
 //   reload   re-inserts the key only if the entry is still exactly the one
 //            the blob was read for (same page id and version), then removes
 //            it.
@@ -70,6 +78,9 @@ class SpillIndex {
   bool Take(const HashPair& h, SpilledKey* out = nullptr);
   // REQUIRES: h's key lock. Removes h's entry only if it equals `expected`.
   bool TakeIf(const HashPair& h, const SpilledKey& expected);
+  // REQUIRES: h's key lock. Removes h's entry only if its version is below
+  // `version` (a write of that version is in memory now).
+  bool TakeIfOlder(const HashPair& h, uint64_t version);
   // REQUIRES: h's key lock. Sets the expiry of h's entry; false if none.
   bool SetExpiry(const HashPair& h, uint64_t expiry_ms);
 

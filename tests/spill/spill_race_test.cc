@@ -1,0 +1,149 @@
+// One interleaving of the spill tier's no-resurrection protocol, forced with
+// the engine's pause points (furrball_testing.h): an ARC victim is erased
+// from the key table and indexed in the spill tier in one critical section
+// of ARC's lock, without its key lock, so a writer of that key can look in
+// both places between the two steps and find the key in neither.
+//
+//   worker   evicts K (value v1): erases it ... [paused] ... indexes v1
+//   writer   Set(K, v2): sees K nowhere, is about to insert  [paused]
+//   worker   resumes: indexes v1, releases ARC's lock
+//   writer   inserts v2 (acknowledged)
+//   test     Delete(K) (acknowledged), then Get(K)
+//
+// The Get must miss. If the insert left v1's index entry behind, the Delete
+// (which found K in memory) would not look at the index, and the Get would
+// reload v1 from the spill tier: a deleted key, and an overwritten value,
+// back from the dead.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "engine/furrball/clock.h"
+#include "engine/furrball/furrball.h"
+#include "engine/furrball/furrball_testing.h"
+#include "tests/spill/spill_test_util.h"
+
+namespace furrballs {
+namespace {
+
+constexpr size_t kValueBytes = 1000;
+
+std::string Value(const std::string& tag) {
+  std::string v = tag + ":";
+  while (v.size() < kValueBytes) v += char('a' + v.size() % 26);
+  return v;
+}
+
+// The pause points' state; the hooks are plain functions, so it is global.
+struct Rendezvous {
+  std::atomic<uint64_t> victim_h1{0};
+  std::atomic<uint64_t> victim_h2{0};
+  std::atomic<bool> victim_paused{false};
+  std::atomic<bool> writer_at_insert{false};
+  std::atomic<bool> release{false};
+};
+Rendezvous* g_rv = nullptr;
+
+bool IsVictim(const HashPair& h) {
+  return h.h1 == g_rv->victim_h1.load() && h.h2 == g_rv->victim_h2.load();
+}
+
+void OnVictimErased(const HashPair& h) {
+  if (!IsVictim(h) || g_rv->victim_paused.exchange(true)) return;
+  while (!g_rv->release.load()) std::this_thread::yield();
+}
+
+void OnBeforeInsert(const HashPair& h) {
+  if (IsVictim(h) && g_rv->victim_paused.load()) g_rv->writer_at_insert = true;
+}
+
+// Yields until `flag` is set, or gives up after a bound (false).
+bool Await(const std::atomic<bool>& flag) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!flag.load()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST(SpillRaceTest, WriterBetweenVictimEraseAndIndexCannotResurrectIt) {
+  Rendezvous rv;
+  g_rv = &rv;
+  EngineTestHooks hooks;
+  hooks.victim_erased = &OnVictimErased;
+  hooks.before_insert = &OnBeforeInsert;
+
+  ManualClock clock;
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(
+      spill_testing::SmallSpillCache(spill_testing::FreshTestDir(), &clock));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+
+  const std::string key = "race-victim";
+  const HashPair h = ball.Hash(key);
+  rv.victim_h1 = h.h1;
+  rv.victim_h2 = h.h2;
+  ASSERT_EQ(ball.Set(key, Value("v1")).error, Error::kOk);
+  SetEngineTestHooksForTesting(&hooks);
+
+  // A filler writes new keys (never reading K, which becomes ARC's coldest)
+  // until the worker evicts K and pauses, then stops, leaving the room the
+  // worker keeps free to the writer (pages_empty: free pages over both
+  // nodes). It runs on its own thread: once the
+  // worker is paused, holding ARC's lock, the filler's last Set may block.
+  std::atomic<bool> stop{false};
+  std::thread filler([&] {
+    for (int i = 0; !stop.load() && !rv.victim_paused.load(); ++i) {
+      ball.Set("fill-" + std::to_string(i), Value("fill"));
+      // Let the worker keep its free pages, so that writers never reclaim
+      // in line (which spills or evicts whole pages, not ARC victims).
+      while (i % 16 == 15 && !stop.load() && !rv.victim_paused.load() &&
+             spill_testing::SpillTotals(ball).pages_empty < 4) {
+        std::this_thread::yield();
+      }
+    }
+  });
+  const bool paused = Await(rv.victim_paused);
+  std::fprintf(stderr, "victim paused: %d\n", paused);
+
+  std::atomic<bool> written{false};
+  SetResult second;
+  std::thread writer([&] {
+    if (!paused) return;
+    second = ball.Set(key, Value("v2"));
+    written = true;
+  });
+  const bool at_insert = paused && Await(rv.writer_at_insert);
+  std::fprintf(stderr, "writer at insert: %d\n", at_insert);
+  stop = true;
+  rv.release = true;  // whatever happened, never leave the worker paused
+  writer.join();
+  filler.join();
+  SetEngineTestHooksForTesting(nullptr);
+  ASSERT_TRUE(paused) << "the worker never evicted the key";
+  ASSERT_TRUE(at_insert) << "the writer did not reach its insert while the "
+                            "victim was between erase and index";
+  ASSERT_TRUE(written);
+  ASSERT_EQ(second.error, Error::kOk);
+
+  const DeleteResult del = ball.Delete(key);
+  ASSERT_EQ(del.error, Error::kOk);
+  EXPECT_TRUE(del.deleted);
+  std::string v;
+  const GetResult g = ball.Get(key, &v);
+  EXPECT_FALSE(g.found) << "the deleted key came back with '"
+                        << v.substr(0, 8) << "'"
+                        << (g.reloaded ? " from the spill tier" : "");
+  g_rv = nullptr;
+}
+
+}  // namespace
+}  // namespace furrballs
