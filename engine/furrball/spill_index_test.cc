@@ -50,6 +50,12 @@ TEST(SpillIndexTest, AddTakeAndPageCounts) {
   EXPECT_FALSE(index.HasKeys(11));
   EXPECT_TRUE(index.HasKeys(12));
   EXPECT_EQ(index.size(), 1u);
+  // TakeIfOlder removes only an entry older than the given version.
+  EXPECT_FALSE(index.TakeIfOlder(H(3), 4));
+  EXPECT_FALSE(index.TakeIfOlder(H(9), 100));  // no entry
+  EXPECT_TRUE(index.TakeIfOlder(H(3), 5));
+  EXPECT_EQ(index.size(), 0u);
+  EXPECT_FALSE(index.HasKeys(12));
 }
 
 TEST(SpillIndexTest, SweepFindsNothingWhenNothingCanBeStale) {
