@@ -26,6 +26,8 @@ struct EngineTestHooks {
   // A Set found its key neither in memory nor in the spill index and is
   // about to insert it (it holds the key's write lock).
   void (*before_insert)(const HashPair& h) = nullptr;
+  // A Get of `h` is about to read its spilled page (holding no lock).
+  void (*reload_read)(const HashPair& h) = nullptr;
 };
 // `hooks` must outlive its use; nullptr removes them.
 void SetEngineTestHooksForTesting(const EngineTestHooks* hooks);

@@ -945,6 +945,10 @@ void NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
       pending = batch_->Finish();
     }
   }
+  if (const EngineTestHooks* t = TestHooks();
+      t != nullptr && t->reload_read != nullptr) {
+    t->reload_read(wanted);
+  }
   const absl::StatusOr<std::string> bytes =
       pending.has_value()
           ? absl::StatusOr<std::string>(*std::move(pending))

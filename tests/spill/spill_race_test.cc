@@ -14,6 +14,10 @@
 // (which found K in memory) would not look at the index, and the Get would
 // reload v1 from the spill tier: a deleted key, and an overwritten value,
 // back from the dead.
+//
+// A second test holds a ghost hit inside its disk read and shows that the
+// node's other keys are served meanwhile (issue 7: "the reload must not
+// block other keys of the node for the duration of the RocksDB read").
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -143,6 +147,122 @@ TEST(SpillRaceTest, WriterBetweenVictimEraseAndIndexCannotResurrectIt) {
                         << v.substr(0, 8) << "'"
                         << (g.reloaded ? " from the spill tier" : "");
   g_rv = nullptr;
+}
+
+// ---- A reload in its disk read holds up no other key of its node ----
+
+struct ReloadPause {
+  std::atomic<bool> armed{false};
+  std::atomic<bool> paused{false};
+  std::atomic<bool> release{false};
+  std::atomic<uint64_t> h1{0};
+  std::atomic<uint64_t> h2{0};
+};
+ReloadPause* g_pause = nullptr;
+
+// Pauses the first reload after arming, and only that one.
+void OnReloadRead(const HashPair& h) {
+  bool armed = true;
+  if (!g_pause->armed.compare_exchange_strong(armed, false)) return;
+  g_pause->h1 = h.h1;
+  g_pause->h2 = h.h2;
+  g_pause->paused = true;
+  while (!g_pause->release.load()) std::this_thread::yield();
+}
+
+TEST(SpillRaceTest, AReloadInItsDiskReadHoldsUpNoOtherKeyOfItsNode) {
+  ManualClock clock;
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(
+      spill_testing::SmallSpillCache(spill_testing::FreshTestDir(), &clock));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  constexpr int kKeys = 6000;  // about 3x the memory
+  auto key = [](int i) { return "reload-" + std::to_string(i); };
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_EQ(ball.Set(key(i), Value(key(i))).error, Error::kOk);
+    if (i % 16 == 15) {
+      spill_testing::WaitFor("the workers never freed pages", [&] {
+        return spill_testing::SpillTotals(ball).pages_empty >= 4;
+      });
+    }
+  }
+  ASSERT_GT(spill_testing::SpillTotals(ball).spill_keys_indexed, 1000u);
+
+  ReloadPause pause;
+  g_pause = &pause;
+  EngineTestHooks hooks;
+  hooks.reload_read = &OnReloadRead;
+  SetEngineTestHooksForTesting(&hooks);
+  pause.armed = true;
+
+  // The reader reads keys from the oldest on until one is a ghost hit; its
+  // reload pauses in the hook, before the RocksDB read.
+  std::atomic<int> paused_key{-1};
+  std::string paused_value;
+  GetResult paused_get;
+  std::thread reader([&] {
+    std::string v;
+    for (int i = 0; i < kKeys; ++i) {
+      const GetResult g = ball.Get(key(i), &v);
+      if (g.reloaded) {
+        paused_key = i;
+        paused_get = g;
+        paused_value = v;
+        return;
+      }
+    }
+  });
+  const bool paused = Await(pause.paused);
+
+  // Meanwhile, on the same node: new writes, reads of them, and another
+  // ghost hit (the hook pauses only the first), on a thread of their own so
+  // that a block shows as a bounded wait, not a hung test.
+  std::atomic<bool> others_done{false};
+  std::atomic<int> others_ok{0};
+  std::atomic<int> others_reloaded{0};
+  std::thread others([&] {
+    if (!paused) return;
+    const HashPair held{pause.h1.load(), pause.h2.load()};
+    const int node = ball.OwnerOf(held);
+    std::string v;
+    int written = 0;
+    for (int i = 0; written < 20; ++i) {
+      const std::string k = "other-" + std::to_string(i);
+      if (ball.OwnerOf(ball.Hash(k)) != node) continue;
+      ++written;
+      if (ball.Set(k, Value(k)).error == Error::kOk &&
+          ball.Get(k, &v).found && v == Value(k)) {
+        ++others_ok;
+      }
+    }
+    // Another spilled key of the node, read back from disk while the first
+    // reload is still held.
+    for (int i = kKeys - 1; i >= 0 && others_reloaded.load() == 0; --i) {
+      const HashPair h = ball.Hash(key(i));
+      if (ball.OwnerOf(h) != node || (h.h1 == held.h1 && h.h2 == held.h2)) {
+        continue;
+      }
+      const GetResult g = ball.Get(key(i), &v);
+      if (g.reloaded && v == Value(key(i))) ++others_reloaded;
+    }
+    others_done = true;
+  });
+  const bool done_while_held = paused && Await(others_done);
+  pause.release = true;  // whatever happened, let the reload go on
+  others.join();
+  reader.join();
+  SetEngineTestHooksForTesting(nullptr);
+  g_pause = nullptr;
+
+  ASSERT_TRUE(paused) << "no Get needed a reload";
+  EXPECT_TRUE(done_while_held)
+      << "other keys of the node waited for the held reload";
+  EXPECT_EQ(others_ok.load(), 20);
+  EXPECT_EQ(others_reloaded.load(), 1)
+      << "no second ghost hit was served while the first was held";
+  ASSERT_GE(paused_key.load(), 0);
+  EXPECT_TRUE(paused_get.found);
+  EXPECT_EQ(paused_value, Value(key(paused_key.load())));
 }
 
 }  // namespace
