@@ -62,11 +62,23 @@ Dispatcher::Dispatcher(FurrBall* engine, const DispatcherOptions& options)
     queues_.push_back(std::make_unique<NodeQueue>(
         this, n, std::max<size_t>(1, options_.max_batch)));
   }
+  if (options_.mode == DispatchMode::kNodeJob &&
+      !engine_->options().spill_dir.empty()) {
+    for (int i = 0; i < std::max(1, options_.reload_threads); ++i) {
+      reload_threads_.emplace_back([this] { ReloadLoop(); });
+    }
+  }
 }
 
 Dispatcher::~Dispatcher() {
   Stop();
   WaitIdle();
+  {
+    MutexLock lock(&reload_mu_);
+    reload_exit_ = true;
+  }
+  reload_work_.SignalAll();
+  for (std::thread& t : reload_threads_) t.join();
 }
 
 int Dispatcher::NodeFor(const HashPair& h) const {
@@ -219,13 +231,61 @@ void Dispatcher::ExecuteBatch(CacheOp** batch, size_t n, NodeQueue& q) {
   Bump(q.ops, n);
   Bump(q.merged_writes, merged_total);
   Bump(q.deadline_expired, expired);
-  for (size_t i = 0; i < n; ++i) batch[i]->on_done(batch[i], batch[i]->done_context);
+  for (size_t i = 0; i < n; ++i) {
+    CacheOp* op = batch[i];
+    if (op->kind == OpKind::kGet && !op->deadline_exceeded && op->get.on_disk) {
+      DeferToReload(op);
+    } else {
+      op->on_done(op, op->done_context);
+    }
+  }
+}
+
+void Dispatcher::DeferToReload(CacheOp* op) {
+  {
+    MutexLock lock(&reload_mu_);
+    op->next = nullptr;
+    if (reload_tail_ == nullptr) {
+      reload_head_ = op;
+    } else {
+      reload_tail_->next = op;
+    }
+    reload_tail_ = op;
+  }
+  reload_work_.Signal();
+}
+
+void Dispatcher::ReloadLoop() {
+  for (;;) {
+    CacheOp* op = nullptr;
+    {
+      MutexLock lock(&reload_mu_);
+      while (reload_head_ == nullptr && !reload_exit_) {
+        reload_work_.Wait(&reload_mu_);
+      }
+      if (reload_head_ == nullptr) return;  // exiting, nothing left
+      op = reload_head_;
+      reload_head_ = op->next;
+      if (reload_head_ == nullptr) reload_tail_ = nullptr;
+      ++reloads_running_;
+    }
+    op->get = engine_->Get(op->hash, op->value_out);
+    op->error = op->get.error;
+    op->on_done(op, op->done_context);  // may delete the op
+    MutexLock lock(&reload_mu_);
+    if (--reloads_running_ == 0 && reload_head_ == nullptr) {
+      reload_idle_.SignalAll();
+    }
+  }
 }
 
 void Dispatcher::Execute(CacheOp& op) {
   switch (op.kind) {
     case OpKind::kGet:
-      op.get = engine_->Get(op.hash, op.value_out);
+      // Without reload threads (direct mode, or no spill tier) a Get may
+      // read the disk where it runs.
+      op.get = reload_threads_.empty() ? engine_->Get(op.hash, op.value_out)
+                                       : engine_->GetFromMemory(op.hash, op.value_out);
       op.error = op.get.error;
       break;
     case OpKind::kSet:
@@ -248,6 +308,11 @@ void Dispatcher::WaitIdle() {
   for (auto& q : queues_) {
     MutexLock lock(&q->mu);
     while (q->head != nullptr || q->drain_scheduled) q->idle.Wait(&q->mu);
+  }
+  // Every deferral happens inside a drain, so none comes after this point.
+  MutexLock lock(&reload_mu_);
+  while (reload_head_ != nullptr || reloads_running_ > 0) {
+    reload_idle_.Wait(&reload_mu_);
   }
 }
 

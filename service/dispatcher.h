@@ -27,6 +27,17 @@
 // applied write fails, the merged writes are executed one by one instead.
 //
 // Direct mode executes each op inline in Submit() (the ablation switch).
+//
+// Disk reads. A worker never waits for the spill tier: in NodeJob mode with
+// the spill tier on, it runs Gets with FurrBall::GetFromMemory, and a Get
+// whose key is only on disk (on_disk) is handed, once its batch is done, to
+// one of a few reload threads, which finish it with FurrBall::Get and run its
+// on_done. So a ghost hit's disk read holds up neither the node's queue nor
+// the other ops of its batch. The deferred Get takes effect after ops that
+// arrived after it; it was in flight alongside them, so the order is still
+// one a client could see (Pipeline answers in completion order anyway), and
+// the reload never brings back a value older than an acknowledged write
+// (docs/spill.md, "No resurrection").
 #ifndef FURRBALLS_SERVICE_DISPATCHER_H_
 #define FURRBALLS_SERVICE_DISPATCHER_H_
 
@@ -36,6 +47,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
@@ -91,6 +103,9 @@ struct DispatcherOptions {
   // Ops a worker takes per drain.
   size_t max_batch = 64;
   bool write_compaction = true;
+  // NodeJob mode with the spill tier on: threads that finish the Gets whose
+  // keys are only on disk (see "Disk reads" above).
+  int reload_threads = 2;
 };
 
 // Per-node dispatch counters, written by that node's worker only.
@@ -130,11 +145,25 @@ class Dispatcher {
   void Drain(NodeQueue& q);
   void ExecuteBatch(CacheOp** batch, size_t n, NodeQueue& q);
   void Execute(CacheOp& op);
+  // Hands a Get whose key is only on disk to a reload thread.
+  void DeferToReload(CacheOp* op);
+  void ReloadLoop();
 
   FurrBall* const engine_;
   const DispatcherOptions options_;
   std::vector<std::unique_ptr<NodeQueue>> queues_;
   std::atomic<bool> stopped_{false};
+
+  // Gets waiting for a disk read, linked through CacheOp::next, and the
+  // threads that do the reads (none unless NodeJob mode and spill on).
+  Mutex reload_mu_;
+  CondVar reload_work_;  // an op was queued, or the threads must exit
+  CondVar reload_idle_;  // the queue is empty and no read runs
+  CacheOp* reload_head_ ABSL_GUARDED_BY(reload_mu_) = nullptr;
+  CacheOp* reload_tail_ ABSL_GUARDED_BY(reload_mu_) = nullptr;
+  int reloads_running_ ABSL_GUARDED_BY(reload_mu_) = 0;
+  bool reload_exit_ ABSL_GUARDED_BY(reload_mu_) = false;
+  std::vector<std::thread> reload_threads_;  // set by the constructor
 };
 
 }  // namespace furrballs::service

@@ -417,6 +417,15 @@ class FurrBallImpl final : public FurrBall {
     return GetResult{};
   }
 
+  GetResult GetFromMemory(const HashPair& h, std::string* value) override {
+    // The spill tier needs hash routing (docs/spill.md); other routings
+    // never read the disk.
+    if (options_.routing != RoutingPolicy::kHash) return Get(h, value);
+    return shards_[HomeIndex(h)]->Get(h, value, numatic_->GetCurrentNode(),
+                                      KeyLockFor(h), /*count_miss=*/true,
+                                      /*read_disk=*/false);
+  }
+
   SetResult Set(const HashPair& h, std::string_view value,
                 const WriteOptions& options) override {
     if (ValidateValue(value) != Error::kOk) {

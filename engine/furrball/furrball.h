@@ -55,6 +55,9 @@ struct GetResult {
   // The value came back from the spill tier for this Get (a ghost hit that
   // read its page from disk; docs/spill.md).
   bool reloaded = false;
+  // GetFromMemory only: not found in memory, but the spill tier holds the
+  // key; Get would read it from disk.
+  bool on_disk = false;
 };
 
 struct SetResult {
@@ -90,6 +93,11 @@ class FurrBall {
 
   // Copies the value into *value (resized to fit).
   virtual GetResult Get(const HashPair& h, std::string* value) = 0;
+  // Get without disk reads, for a thread that must not block (a NodeJob
+  // worker): a key whose only copy is in the spill tier is not found and
+  // comes back with on_disk set, and is counted neither as a hit nor as a
+  // miss; the caller finishes it with Get on a thread that may block.
+  virtual GetResult GetFromMemory(const HashPair& h, std::string* value) = 0;
   virtual SetResult Set(const HashPair& h, std::string_view value,
                         const WriteOptions& options = {}) = 0;
   virtual DeleteResult Delete(const HashPair& h) = 0;

@@ -162,11 +162,19 @@ void NodeShard::Destroy(NodeShard* shard) {
 // ---- Request path ------------------------------------------------------------
 
 GetResult NodeShard::Get(const HashPair& h, std::string* value,
-                         int requester, SpinLock& key_lock, bool count_miss) {
+                         int requester, SpinLock& key_lock, bool count_miss,
+                         bool read_disk) {
   numatic_->SimulateRemoteAccess(requester, config_.node);
   const uint64_t now = NowMs();
   GetResult result = GetResident(h, value, key_lock, now);
-  if (!result.found && spill_index_ != nullptr) {
+  if (!result.found && spill_index_ != nullptr && !read_disk) {
+    SpilledKey spilled;
+    if (spill_index_->Lookup(h, &spilled) && !spilled.Expired(now)) {
+      value->clear();
+      result.on_disk = true;
+      return result;
+    }
+  } else if (!result.found && spill_index_ != nullptr) {
     // Ghost hit (§2.9.6): the key's page is in the spill store. Under memory
     // pressure the reloaded key can be spilled again before we read it (the
     // reload itself makes room); then it is indexed under its new page and

@@ -181,9 +181,12 @@ class NodeShard {
   // Copies the value of a live key into *value. `requester` is the calling
   // thread's node (for hit locality). `key_lock` is taken only if the
   // optimistic reads keep losing to writers. A search over several shards
-  // passes count_miss = false and counts its one miss with CountMiss.
+  // passes count_miss = false and counts its one miss with CountMiss. With
+  // read_disk = false a key found only in the spill index is answered with
+  // on_disk (FurrBall::GetFromMemory) and not counted.
   GetResult Get(const HashPair& h, std::string* value, int requester,
-                SpinLock& key_lock, bool count_miss = true);
+                SpinLock& key_lock, bool count_miss = true,
+                bool read_disk = true);
   // Whether the shard holds the key (live or expired); for search routing.
   bool Holds(const HashPair& h) const;
 

@@ -1,0 +1,160 @@
+// The NodeJob dispatcher over a cache with the spill tier (service/
+// dispatcher.h, "Disk reads"): a node's worker never waits for a disk read.
+// A Get whose key is only on disk is finished by a reload thread, so while
+// that read is held (the engine's reload_read pause point) the node's queue
+// keeps serving other keys, and the held Get still gets its value.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/furrball/clock.h"
+#include "engine/furrball/furrball.h"
+#include "engine/furrball/furrball_testing.h"
+#include "service/dispatcher.h"
+#include "tests/spill/spill_test_util.h"
+
+namespace furrballs {
+namespace {
+
+using service::CacheOp;
+using service::Dispatcher;
+using service::DispatcherOptions;
+using service::DispatchMode;
+using service::OpKind;
+
+std::string Key(int i) { return "dispatch-" + std::to_string(i); }
+std::string Value(int i) {
+  std::string v = "v" + std::to_string(i) + ":";
+  while (v.size() < 1000) v += char('a' + (v.size() * 3 + i) % 26);
+  return v;
+}
+
+struct Pause {
+  std::atomic<bool> armed{false};
+  std::atomic<bool> paused{false};
+  std::atomic<bool> release{false};
+};
+Pause* g_pause = nullptr;
+
+void HoldFirstReload(const HashPair&) {
+  bool armed = true;
+  if (!g_pause->armed.compare_exchange_strong(armed, false)) return;
+  g_pause->paused = true;
+  while (!g_pause->release.load()) std::this_thread::yield();
+}
+
+bool Await(const std::atomic<bool>& flag) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!flag.load()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// One op and its completion flag.
+struct Call {
+  CacheOp op;
+  std::string value;     // the Set's value / the Get's destination
+  std::atomic<bool> done{false};
+
+  static void Done(CacheOp*, void* self) {
+    static_cast<Call*>(self)->done = true;
+  }
+  void Prepare(FurrBall& ball, OpKind kind, const std::string& key) {
+    op.kind = kind;
+    op.hash = ball.Hash(key);
+    op.on_done = &Call::Done;
+    op.done_context = this;
+    if (kind == OpKind::kSet) op.value = value;
+    if (kind == OpKind::kGet) op.value_out = &value;
+  }
+};
+
+TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
+  ManualClock clock;
+  FurrBallOptions o =
+      spill_testing::SmallSpillCache(spill_testing::FreshTestDir(), &clock);
+  o.node_count = 1;  // every key on one node, one worker
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  constexpr int kKeys = 3000;  // about 3x the memory
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_EQ(ball.Set(Key(i), Value(i)).error, Error::kOk);
+    if (i % 16 == 15) {
+      spill_testing::WaitFor("the worker never freed pages", [&] {
+        return spill_testing::SpillTotals(ball).pages_empty >= 2;
+      });
+    }
+  }
+  // The oldest keys are on disk.
+  int spilled = -1;
+  for (int i = 0; i < kKeys && spilled < 0; ++i) {
+    std::string v;
+    // Holds() is not public; GetFromMemory tells without reading the disk.
+    if (ball.GetFromMemory(ball.Hash(Key(i)), &v).on_disk) spilled = i;
+  }
+  ASSERT_GE(spilled, 0) << "no key was on disk";
+
+  DispatcherOptions d;
+  d.mode = DispatchMode::kNodeJob;
+  auto dispatcher = std::make_unique<Dispatcher>(&ball, d);
+  Pause pause;
+  g_pause = &pause;
+  EngineTestHooks hooks;
+  hooks.reload_read = &HoldFirstReload;
+  SetEngineTestHooksForTesting(&hooks);
+  pause.armed = true;
+
+  Call held;
+  held.Prepare(ball, OpKind::kGet, Key(spilled));
+  ASSERT_EQ(dispatcher->Submit(&held.op), Error::kOk);
+  const bool paused = Await(pause.paused);
+
+  // The node's queue goes on: writes and reads of other keys complete while
+  // the disk read is held.
+  constexpr int kOthers = 20;
+  std::vector<std::unique_ptr<Call>> others;
+  bool all_done = paused;
+  for (int i = 0; i < kOthers && all_done; ++i) {
+    auto set = std::make_unique<Call>();
+    set->value = Value(kKeys + i);
+    set->Prepare(ball, OpKind::kSet, Key(kKeys + i));
+    ASSERT_EQ(dispatcher->Submit(&set->op), Error::kOk);
+    auto get = std::make_unique<Call>();
+    get->Prepare(ball, OpKind::kGet, Key(kKeys + i));
+    ASSERT_EQ(dispatcher->Submit(&get->op), Error::kOk);
+    all_done = Await(set->done) && Await(get->done);
+    if (all_done) {
+      EXPECT_EQ(set->op.error, Error::kOk);
+      EXPECT_TRUE(get->op.get.found);
+      EXPECT_EQ(get->value, Value(kKeys + i));
+    }
+    others.push_back(std::move(set));
+    others.push_back(std::move(get));
+  }
+  EXPECT_FALSE(held.done.load()) << "the held Get finished early";
+  pause.release = true;  // whatever happened, let the read go on
+  dispatcher->WaitIdle();
+  dispatcher.reset();
+  SetEngineTestHooksForTesting(nullptr);
+  g_pause = nullptr;
+
+  ASSERT_TRUE(paused) << "the Get of a spilled key read no disk";
+  EXPECT_TRUE(all_done) << "the node's queue waited for the held disk read";
+  ASSERT_TRUE(held.done.load());
+  EXPECT_EQ(held.op.error, Error::kOk);
+  EXPECT_TRUE(held.op.get.found);
+  EXPECT_TRUE(held.op.get.reloaded);
+  EXPECT_EQ(held.value, Value(spilled));
+}
+
+}  // namespace
+}  // namespace furrballs
