@@ -431,10 +431,18 @@ class FurrBallImpl final : public FurrBall {
     if (ValidateValue(value) != Error::kOk) {
       return SetResult{Error::kValueTooLarge, 0};
     }
-    SpinLockHolder l(KeyLockFor(h));
-    NodeShard& shard = *shards_[WriteTarget(h)];
-    numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard.node());
-    return shard.Set(h, value, options);
+    NodeShard* shard;
+    SetResult r;
+    {
+      SpinLockHolder l(KeyLockFor(h));
+      shard = shards_[WriteTarget(h)].get();
+      numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard->node());
+      r = shard->Set(h, value, options);
+    }
+    // An insert into a full key table evicts to the spill batch; the writer
+    // writes it out once it is a page long, holding no lock (docs/spill.md).
+    shard->FlushVictimBatchIfFull();
+    return r;
   }
 
   DeleteResult Delete(const HashPair& h) override {

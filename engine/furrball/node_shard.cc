@@ -186,6 +186,8 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
                     !spilled.Expired(now);
          ++i) {
       ReloadPage(spilled.page_id, h, spilled);
+      // The reload's inserts may have pushed victims into the batch.
+      FlushVictimBatchIfFull();
       result = GetResident(h, value, key_lock, now);
       if (result.found) {
         result.reloaded = true;
@@ -444,28 +446,44 @@ void NodeShard::AccountRemoved(const KeyMeta& m) {
 }
 
 void NodeShard::OnEvict(const HashPair& h, const KeyMeta& m) {
-  if (tls_spill_victims && spill_index_ != nullptr) {
+  if (spill_index_ != nullptr) {
     if (const EngineTestHooks* t = TestHooks();
         t != nullptr && t->victim_erased != nullptr) {
       t->victim_erased(h);
     }
-    AddVictimToBatch(h, m);
-    AccountRemoved(m);
-    stats_.Add(Counter::kSpilledKeys);
-    return;
+    // The worker's victims (ForceEvictOne) always go to the batch. A writer
+    // whose insert made ARC evict (a full key table) adds its victim only if
+    // the batch is free and not already two pages long: it holds ARC's lock
+    // and must not wait for a disk write (FlushVictimBatch holds batch_mu_).
+    bool batched = true;
+    if (tls_spill_victims) {
+      MutexLock l(&batch_mu_);
+      AddVictimLocked(h, m);
+    } else if (batch_mu_.TryLock()) {
+      batched = batch_ == nullptr ||
+                batch_->data_bytes() < 2 * uint64_t{pool_.page_size()};
+      if (batched) AddVictimLocked(h, m);
+      batch_mu_.Unlock();
+    } else {
+      batched = false;
+    }
+    if (batched) {
+      AccountRemoved(m);
+      stats_.Add(Counter::kSpilledKeys);
+      return;
+    }
   }
   AccountRemoved(m);
   stats_.Add(tls_eviction_reason);
 }
 
-void NodeShard::AddVictimToBatch(const HashPair& h, const KeyMeta& m) {
+void NodeShard::AddVictimLocked(const HashPair& h, const KeyMeta& m) {
   // Runs under the ARC SpinLock, right after the victim left the table and
-  // before its entry is unpublished. Its bytes are stable: only the
-  // reclaimer (this thread, holding reclaim_mu_) recycles pages, and no
-  // in-place writer can reach an entry whose KeyMeta is gone. Indexing it in
-  // the same critical section keeps the spill index's invariant: a writer
-  // that finds the key gone from the table looks at the index next.
-  MutexLock l(&batch_mu_);
+  // before its entry is unpublished. Its bytes are stable: a page is
+  // recycled only once its live bytes are zero, and this entry's are still
+  // counted until OnEvict's AccountRemoved; no in-place writer can reach an
+  // entry whose KeyMeta is gone. Indexing it in the same critical section
+  // keeps the spill index's invariant (spill_index.h, "victim").
   if (batch_ == nullptr) {
     batch_page_id_ = config_.spill_store->NewPageId();
     batch_ = std::make_unique<spill::PageBlobBuilder>(
@@ -474,6 +492,14 @@ void NodeShard::AddVictimToBatch(const HashPair& h, const KeyMeta& m) {
   CopyValueOut(pool_.EntryAt(m.page, m.offset), m.size,
                batch_->Add(h, m.version, m.expiry_ms, m.size));
   spill_index_->Add(h, SpilledKey{batch_page_id_, m.version, m.expiry_ms});
+  if (batch_->data_bytes() >= pool_.page_size()) {
+    batch_full_.store(true, std::memory_order_relaxed);
+  }
+}
+
+void NodeShard::FlushVictimBatchIfFull() {
+  if (!batch_full_.load(std::memory_order_relaxed)) return;
+  FlushVictimBatch(/*force=*/false);
 }
 
 void NodeShard::FlushVictimBatch(bool force) {
@@ -494,6 +520,7 @@ void NodeShard::FlushVictimBatch(bool force) {
     stats_.Add(Counter::kSpillErrors);
   }
   batch_.reset();
+  batch_full_.store(false, std::memory_order_relaxed);
 }
 
 bool NodeShard::EraseAndAccount(const HashPair& h, Counter reason) {
@@ -854,6 +881,8 @@ void NodeShard::Maintain() {
   MutexLock l(&reclaim_mu_);
   ReclaimExpired();
   if (spill_index_ != nullptr) {
+    // Writers' victims (a full key table) fill the batch too.
+    FlushVictimBatch(/*force=*/false);
     SweepSpillIndex();
     DeleteDeadSpillPages();
   }

@@ -198,6 +198,10 @@ class NodeShard {
 
   // Counts a miss of a search that found the key on no node.
   void CountMiss() { stats_.Add(Counter::kMisses); }
+  // Writes the spill batch if ARC victims filled a page of it: a writer
+  // whose insert made ARC evict calls it once it holds no lock, so that a
+  // full key table does not outrun the worker's batch writes.
+  void FlushVictimBatchIfFull();
 
   // ---- Spill tier --------------------------------------------------------
 
@@ -316,8 +320,9 @@ class NodeShard {
   // store removed for its budget). REQUIRES: reclaim_mu_ (the sweep cursor).
   void SweepSpillIndex() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Copies an ARC victim into the spill batch and indexes it there
-  // (OnEvict, under the ARC SpinLock, on the worker).
-  void AddVictimToBatch(const HashPair& h, const KeyMeta& m);
+  // (OnEvict, under the ARC SpinLock).
+  void AddVictimLocked(const HashPair& h, const KeyMeta& m)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(batch_mu_);
   // Writes the spill batch as one PageBlob once it holds a page of values
   // (or now, with force).
   void FlushVictimBatch(bool force);
@@ -359,6 +364,8 @@ class NodeShard {
   Mutex batch_mu_;
   std::unique_ptr<spill::PageBlobBuilder> batch_ ABSL_GUARDED_BY(batch_mu_);
   uint64_t batch_page_id_ ABSL_GUARDED_BY(batch_mu_) = 0;
+  // The batch holds a page of values (a hint read without batch_mu_).
+  std::atomic<bool> batch_full_{false};
 };
 
 }  // namespace furrball_internal

@@ -112,5 +112,40 @@ TEST_F(SpillLifecycleTest, ExpiredSpilledKeysLeaveTheIndexUnasked) {
   }
 }
 
+// A key table full long before the pages: ARC's own evictions (a writer's
+// insert evicts) go to the spill tier too, and their keys come back.
+TEST_F(SpillLifecycleTest, KeysEvictedForAFullKeyTableAreSpilledNotDropped) {
+  FurrBallOptions o = SmallSpillCache(dir_, &clock_);
+  o.max_keys_per_node = 200;  // 400 keys in memory; the pages hold 2,000
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  constexpr int kMany = 1500;
+  for (int i = 0; i < kMany; ++i) {
+    ASSERT_EQ(ball.Set(Key(i), Value(i)).error, Error::kOk) << i;
+  }
+  WaitFor("the batches were never written", [&] {
+    return SpillTotals(ball).spill_keys_indexed >= kMany - 400 - 2 * 64;
+  });
+  uint64_t dropped = 0;
+  for (const NodeStatsSnapshot& s : ball.Stats()) dropped += s.evictions_keys;
+  std::string v;
+  int found = 0;
+  for (int i = 0; i < kMany; ++i) {
+    if (!ball.Get(Key(i), &v).found) continue;
+    ASSERT_EQ(v, Value(i)) << i;
+    ++found;
+  }
+  const NodeStatsSnapshot t = SpillTotals(ball);
+  std::printf("keys %d, found %d, dropped for the key table %llu, indexed %llu, "
+              "pages written %llu\n",
+              kMany, found, (unsigned long long)dropped,
+              (unsigned long long)t.spill_keys_indexed,
+              (unsigned long long)t.spill_pages_written);
+  // Memory holds 400 keys; most of the rest must come back from disk (a
+  // writer drops a victim only when the batch is busy or two pages long).
+  EXPECT_GT(found, kMany * 9 / 10);
+}
+
 }  // namespace
 }  // namespace furrballs
