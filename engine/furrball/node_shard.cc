@@ -185,10 +185,13 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
                     spill_index_->Lookup(h, &spilled) &&
                     !spilled.Expired(now);
          ++i) {
-      ReloadPage(spilled.page_id, h, spilled);
+      // The reload answers from the blob when the key's entry was still the
+      // one it read: the newest acknowledged value at that moment, whether
+      // or not memory kept it afterwards.
+      result = ReloadPage(spilled.page_id, h, spilled, value);
       // The reload's inserts may have pushed victims into the batch.
       FlushVictimBatchIfFull();
-      result = GetResident(h, value, key_lock, now);
+      if (!result.found) result = GetResident(h, value, key_lock, now);
       if (result.found) {
         result.reloaded = true;
         stats_.Add(Counter::kGhostHits);
@@ -971,8 +974,10 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
   return recycled;
 }
 
-void NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
-                           const SpilledKey& wanted_entry) {
+GetResult NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
+                                const SpilledKey& wanted_entry,
+                                std::string* wanted_value) {
+  GetResult wanted_result;
   // The read holds no lock: other keys of the node are served meanwhile. A
   // page still being assembled from ARC victims is read from memory.
   std::optional<std::string> pending;
@@ -1003,7 +1008,7 @@ void NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
     if (!absl::IsNotFound(blob.status())) stats_.Add(Counter::kSpillErrors);
     SpinLockHolder l(config_.key_lock_for(config_.key_lock_context, wanted));
     spill_index_->TakeIf(wanted, wanted_entry);
-    return;
+    return wanted_result;
   }
   stats_.Add(Counter::kSpillReloads);
   const uint64_t now = NowMs();
@@ -1021,12 +1026,23 @@ void NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
       spill_index_->TakeIf(e.hash, entry);
       continue;
     }
+    if (e.hash == wanted) {
+      // Under the key lock, with the index naming this very copy: this is
+      // the key's newest acknowledged value now.
+      const std::string_view v = blob->Value(e);
+      wanted_value->assign(v.data(), v.size());
+      wanted_result.found = true;
+      wanted_result.version = e.version;
+      wanted_result.ttl_remaining_ms =
+          entry.expiry_ms == 0 ? 0 : entry.expiry_ms - now;
+    }
     if (InsertReloaded(e.hash, blob->Value(e), e.version, entry.expiry_ms) ==
         Error::kOk) {
       spill_index_->TakeIf(e.hash, entry);
       stats_.Add(Counter::kSpillReloadedKeys);
     }
   }
+  return wanted_result;
 }
 
 Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,

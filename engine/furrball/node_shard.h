@@ -309,8 +309,11 @@ class NodeShard {
   // Reads spilled page `page_id` back and re-inserts every key whose index
   // entry still names it. Takes each key's lock in turn, never more than
   // one, and no lock during the read.
-  void ReloadPage(uint64_t page_id, const HashPair& wanted,
-                  const SpilledKey& wanted_entry);
+  // Returns `wanted`'s value (into *wanted_value) if its entry was still
+  // the one this page holds, else not found.
+  GetResult ReloadPage(uint64_t page_id, const HashPair& wanted,
+                       const SpilledKey& wanted_entry,
+                       std::string* wanted_value);
   // Inserts a reloaded key. REQUIRES: its key lock; it is not resident.
   Error InsertReloaded(const HashPair& h, std::string_view value,
                        uint64_t version, uint64_t expiry_ms);
