@@ -642,8 +642,10 @@ bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
     }
     const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(m->size));
     Reservation r;
-    const bool reserved = to_cold ? pool_.ReserveForColdMigration(capacity, &r)
-                                  : pool_.ReserveForRelocation(capacity, &r);
+    const bool reserved =
+        to_cold ? pool_.ReserveForColdMigration(capacity, /*for_drain=*/true,
+                                                &r)
+                : pool_.ReserveForRelocation(capacity, &r);
     if (!reserved) return false;  // no room
     MoveEntry(header.hash, page, offset, generation, r,
               Counter::kRelocations);
@@ -906,7 +908,9 @@ NodeShard::Migration NodeShard::MigrateNextColdKey(bool cooperative) {
   if (m.has_value() && *m == k.meta && !OnColdPage(*m)) {
     const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(m->size));
     Reservation r;
-    if (!pool_.ReserveForColdMigration(capacity, &r)) return Migration::kNoRoom;
+    if (!pool_.ReserveForColdMigration(capacity, /*for_drain=*/false, &r)) {
+      return Migration::kNoRoom;
+    }
     if (MoveEntry(k.hash, m->page, m->offset, m->generation, r,
                   Counter::kColdMigrations)) {
       result = Migration::kMoved;

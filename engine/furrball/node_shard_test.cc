@@ -386,9 +386,11 @@ TEST_F(NodeShardTest, ColdPagesTakeArcsColdestKeysAndLeaveWhole) {
 // returns the last acknowledged value or a newer one, never an older one or
 // a mix; after the run every key holds its last acknowledged value and the
 // pages' live accounting is exact. With the copy done before the
-// UpdateInPlace instead of inside it, a concurrent in-place write lands on
-// the old entry after the copy and the move then publishes the old bytes
-// under the new version: this test fails.
+// UpdateInPlace instead of inside it, an in-place write that lands on the
+// old entry between the two is lost (the move publishes the old bytes under
+// the new version): with a yield in that gap, standing in for a preemption,
+// this test fails ("read a torn or foreign value"); without one the gap is
+// too short to hit reliably in an optimized build.
 TEST_F(NodeShardTest, ColdMigrationNeverLosesAConcurrentWrite) {
   cold_pages_ = true;
   Open(/*pages=*/64, /*eviction=*/false);

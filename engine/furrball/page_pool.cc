@@ -209,10 +209,12 @@ bool PagePool::ReserveForRelocation(uint32_t capacity, Reservation* out) {
                               /*keep=*/0, capacity, out);
 }
 
-bool PagePool::ReserveForColdMigration(uint32_t capacity, Reservation* out) {
+bool PagePool::ReserveForColdMigration(uint32_t capacity, bool for_drain,
+                                       Reservation* out) {
   assert(cold_pages_);
   return ReserveOnDestination(&cold_page_, PageTier::kCold,
-                              /*keep=*/kRelocationReserve, capacity, out);
+                              for_drain ? 0 : kRelocationReserve, capacity,
+                              out);
 }
 
 bool PagePool::ReserveOnDestination(uint32_t* dest, PageTier tier,

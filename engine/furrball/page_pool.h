@@ -297,10 +297,12 @@ class PagePool {
   uint32_t staging_room() const;
 
   // Cold-page mode: reserves on the cold destination, opening a new COLD
-  // page from the free list when it is full, but never the relocation
-  // reserve (a drain must always have somewhere to go). False when neither
-  // works.
-  bool ReserveForColdMigration(uint32_t capacity, Reservation* out);
+  // page from the free list when it is full. A migration (`for_drain`
+  // false) never takes the relocation reserve, so that a drain always has
+  // somewhere to go; a drain of a COLD page may, like any drain, because it
+  // frees the page it empties. False when neither works.
+  bool ReserveForColdMigration(uint32_t capacity, bool for_drain,
+                               Reservation* out);
   // Seals the cold destination if it holds anything, so that it can be
   // spilled before it is full; *tail_waste gets its unused tail. False if
   // there was no such page.

@@ -220,7 +220,7 @@ TEST(PagePoolTest, ColdModeKeepsTiersApartAndWritersOffColdPages) {
   uint64_t frozen;
   ASSERT_TRUE(pool.TryFreeze(stale, &frozen));
   ASSERT_TRUE(pool.FinishFreeze(stale, frozen));  // nothing live: recycled
-  ASSERT_TRUE(pool.ReserveForColdMigration(256, &r));
+  ASSERT_TRUE(pool.ReserveForColdMigration(256, /*for_drain=*/false, &r));
   ASSERT_EQ(r.page, stale) << "the recycled page is popped first";
   EXPECT_EQ(pool.TierOf(r.page), PageTier::kCold);
   pool.EndWrite(r.page);
@@ -237,7 +237,7 @@ TEST(PagePoolTest, ColdModeKeepsTiersApartAndWritersOffColdPages) {
   // bytes is the fullest sealed COLD page; one without is never chosen.
   uint64_t live = 0;
   EXPECT_EQ(pool.FullestSealedPage(PageTier::kCold, &live), kNoPage);
-  ASSERT_TRUE(pool.ReserveForColdMigration(512, &r));
+  ASSERT_TRUE(pool.ReserveForColdMigration(512, /*for_drain=*/false, &r));
   const uint32_t cold = r.page;
   EXPECT_EQ(pool.TierOf(cold), PageTier::kCold);
   pool.Publish(cold, 512);
