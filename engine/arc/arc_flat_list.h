@@ -117,6 +117,8 @@ class ArcFlatLists {
   ArcList list_of(uint32_t slot) const { return arena_[slot].list; }
   // Toward the LRU end; kArcNil after the tail.
   uint32_t next(uint32_t slot) const { return arena_[slot].next; }
+  // Toward the MRU end; kArcNil before the head.
+  uint32_t prev(uint32_t slot) const { return arena_[slot].prev; }
 
   uint32_t size(ArcList l) const { return head(l).size; }
   uint32_t mru(ArcList l) const { return head(l).first; }

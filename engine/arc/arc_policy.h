@@ -229,6 +229,32 @@ class BasicArcPolicy {
     lists_.MoveToFront(v.slot, v.to);
   }
 
+  // Calls fn(slot) for up to `max` resident keys in the order that
+  // successive PlanForceEvict/CommitForceEvict pairs would evict them, and
+  // changes nothing: the keys ARC gives up next (the engine's cold marking).
+  // A forced eviction leaves p alone and takes the LRU of T1 or T2, so the
+  // sequence is a merge of the two lists walked from their LRU ends, with
+  // PlanReplace's rule applied to the sizes that remain.
+  template <typename Fn>
+  void ForEachInReplaceOrder(uint32_t max, Fn&& fn) const {
+    uint64_t t1 = lists_.size(ArcList::kT1);
+    uint64_t t2 = lists_.size(ArcList::kT2);
+    uint32_t s1 = lists_.lru(ArcList::kT1);
+    uint32_t s2 = lists_.lru(ArcList::kT2);
+    for (uint32_t n = 0; n < max && t1 + t2 > 0; ++n) {
+      // PlanReplace(x_in_b2 = false) with its fallback to a non-empty list.
+      if (t1 >= 1 && (t1 > p_ || t2 == 0)) {
+        fn(s1);
+        s1 = lists_.prev(s1);
+        --t1;
+      } else {
+        fn(s2);
+        s2 = lists_.prev(s2);
+        --t2;
+      }
+    }
+  }
+
   // Stops tracking `x` wherever it is: a resident key leaves the cache
   // without becoming a ghost, and a ghost is forgotten, so a deleted key can
   // never later count as a recency signal and move p. Returns the list it was

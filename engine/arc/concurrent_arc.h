@@ -5,8 +5,9 @@
 //
 // Thread safety: thread-safe. Find and UpdateInPlace are lock-free (CMap's
 // seqlock read or write plus one PromoteBuf enqueue); Set, Erase,
-// ForceEvictOne and the diagnostics take the SpinLock. Callbacks run under
-// the SpinLock and must not call back into the same ConcurrentARC.
+// ForceEvictOne, ColdestKeys and the diagnostics take the SpinLock.
+// Callbacks run under the SpinLock and must not call back into the same
+// ConcurrentARC.
 //
 // How the pieces fit
 //
@@ -61,6 +62,7 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <absl/base/thread_annotations.h>
 #include <absl/status/status.h>
@@ -314,6 +316,22 @@ class ConcurrentARC {
     if (options_.on_evict) options_.on_evict(out.key, *r.value);
     out.value = std::move(r.value);
     return out;
+  }
+
+  // Appends to *out up to `max` resident keys in the order ForceEvictOne
+  // would evict them one after another, without evicting or reordering
+  // anything: ARC's coldest keys, for the engine's cold marking (report
+  // §2.9.2; it moves them to COLD pages instead of evicting them). Queued
+  // promotions are applied first, so a key read since the last drain is not
+  // reported cold. Takes the SpinLock for a walk of `max` arena slots; *out
+  // is grown before the lock is taken, so nothing is allocated under it.
+  void ColdestKeys(uint32_t max, std::vector<HashPair>* out) {
+    out->reserve(out->size() + max);
+    SpinLockHolder hold(lock_);
+    DrainLocked();
+    const ArcFlatLists<>& lists = policy_.lists();
+    policy_.ForEachInReplaceOrder(
+        max, [&](uint32_t slot) { out->push_back(lists.key(slot)); });
   }
 
   // Applies every queued promotion now.

@@ -374,6 +374,45 @@ TEST(ConcurrentArcTest, ForceEvictOneEvictsIntoGhostsAndTheCacheRefills) {
   EXPECT_EQ(arc->CheckInvariants(), "");
 }
 
+// ColdestKeys names, without evicting, exactly the keys that ForceEvictOne
+// then evicts one after another, from both lists and with p > 0.
+TEST(ConcurrentArcTest, ColdestKeysAreTheNextForcedEvictionsInOrder) {
+  std::unique_ptr<Arc> arc = Make(64);
+  // T1 full; half of it read (-> T2); new keys push the other half to B1;
+  // those come back (B1 ghost hits: p grows) and a few more are read.
+  for (uint64_t id = 0; id < 64; ++id) arc->Set(TraceKey(id), id);
+  for (uint64_t id = 0; id < 32; ++id) arc->Find(TraceKey(id));
+  arc->DrainPromotions();
+  for (uint64_t id = 64; id < 96; ++id) arc->Set(TraceKey(id), id);
+  for (uint64_t id = 32; id < 48; ++id) arc->Set(TraceKey(id), id);
+  for (uint64_t id = 64; id < 70; ++id) arc->Find(TraceKey(id));
+  arc->DrainPromotions();
+  const ArcShape shape = arc->Shape();
+  ASSERT_GT(shape.t1, 0u);
+  ASSERT_GT(shape.t2, 0u);
+  ASSERT_GT(shape.p, 0u);
+  std::vector<HashPair> coldest;
+  arc->ColdestKeys(100, &coldest);
+  ASSERT_EQ(coldest.size(), arc->size()) << "all resident keys, no more";
+  const ArcShape after = arc->Shape();
+  EXPECT_EQ(after.t1, shape.t1);
+  EXPECT_EQ(after.t2, shape.t2);
+  EXPECT_EQ(after.p, shape.p);
+  for (size_t i = 0; i < coldest.size(); ++i) {
+    const ForcedEviction<uint64_t> e = arc->ForceEvictOne();
+    ASSERT_EQ(e.err, Error::kOk) << i;
+    ASSERT_EQ(e.key, coldest[i]) << "eviction " << i;
+  }
+  EXPECT_EQ(arc->size(), 0u);
+  // A bound below the resident count is honoured.
+  arc->Set(TraceKey(1), 1);
+  arc->Set(TraceKey(2), 2);
+  coldest.clear();
+  arc->ColdestKeys(1, &coldest);
+  ASSERT_EQ(coldest.size(), 1u);
+  EXPECT_EQ(coldest[0], TraceKey(1));
+}
+
 TEST(ConcurrentArcTest, UpdateInPlaceChangesTheValueAndCountsAsAHit) {
   std::unique_ptr<Arc> arc = Make(4);
   EXPECT_EQ(arc->UpdateInPlace(TraceKey(1), [](uint64_t& v) { v = 5; }),

@@ -331,6 +331,7 @@ class FurrBallImpl final : public FurrBall {
       config.key_lock_context = this;
       config.spill_store = spill_store_.get();
       config.spill_reload_whole_page = options_.spill_reload_whole_page;
+      config.spill_cold_pages = options_.spill_cold_pages;
 
       absl::StatusOr<NumaNodeMemoryResource*> resource =
           numatic_->NodeResource(nodes_[i]);

@@ -27,6 +27,9 @@ thread_local Counter tls_eviction_reason = Counter::kEvictionsKeys;
 // Set by the worker's reserve refill while it asks ARC for victims with the
 // spill tier on: OnEvict then sends each victim to the spill batch.
 thread_local bool tls_spill_victims = false;
+// This thread's Sets on cold-page nodes, for cooperative migration (every
+// 16th). Per thread, so that the Set path writes no shared cache line.
+thread_local uint32_t tls_cold_page_sets = 0;
 
 std::atomic<const EngineTestHooks*> g_test_hooks{nullptr};
 
@@ -137,9 +140,16 @@ NodeShard::NodeShard(const ShardConfig& config, const Numatic* numatic,
       resource_(resource),
       block_(block),
       pool_(static_cast<uint8_t*>(block.data), config.page_count,
-            config.page_size, resource),
+            config.page_size, resource, config.spill_cold_pages),
       stats_(resource),
-      key_locks_(kKeyLocks, resource) {
+      key_locks_(kKeyLocks, resource),
+      cold_keys_(resource) {
+  if (config.spill_cold_pages) {
+    // Sized once: marking allocates nothing afterwards.
+    MutexLock l(&reclaim_mu_);
+    cold_keys_.reserve(kColdWindow);
+    coldest_scratch_.reserve(kColdWindow);
+  }
   next_version_.value.store(
       (uint64_t{static_cast<uint32_t>(config.node_index)} << 58) + 1,
       std::memory_order_relaxed);
@@ -247,6 +257,15 @@ bool NodeShard::Holds(const HashPair& h) const {
 
 SetResult NodeShard::Set(const HashPair& h, std::string_view value,
                          const WriteOptions& options) {
+  const SetResult r = SetValue(h, value, options);
+  if (config_.spill_cold_pages && r.error == Error::kOk) {
+    MigrateCooperatively();
+  }
+  return r;
+}
+
+SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
+                              const WriteOptions& options) {
   const uint32_t size = static_cast<uint32_t>(value.size());
   const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(size));
   const uint64_t now = NowMs();
@@ -617,6 +636,10 @@ NodeShard::Reclaim NodeShard::ReclaimForWriter(uint32_t capacity) {
     // keep free pages in reserve so that writers rarely come here. With the
     // spill tier the page goes to disk first; keys it could not take (their
     // key lock was busy, e.g. our own) are then evicted.
+    // With cold pages, a sealed COLD page is the first to go.
+    if (config_.spill_cold_pages && SpillColdPage()) {
+      return Reclaim::kProgress;
+    }
     if (spill_index_ != nullptr) {
       if (SpillSparsestPage()) return Reclaim::kProgress;
       // What the spill left (keys whose lock was busy: another key sharing
@@ -664,6 +687,9 @@ bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
   const uint32_t generation =
       pool_.page(page).generation.load(std::memory_order_relaxed);
   const uint64_t now = NowMs();
+  // A COLD page's survivors are still cold: they stay on COLD pages.
+  const bool to_cold = config_.spill_cold_pages &&
+                       PageState::Tier(frozen) == PageTier::kCold;
   pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
                                        const EntryHeader& header) {
     const std::optional<KeyMeta> m = arc_->Peek(header.hash);
@@ -676,42 +702,13 @@ bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
     }
     const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(m->size));
     Reservation r;
-    if (!pool_.ReserveForRelocation(capacity, &r)) return false;  // no room
-    bool moved = false;
-    KeyMeta before;
-    for (int i = 0; i < kBusyRetries && !moved; ++i) {
-      const Error err = arc_->UpdateInPlaceWithoutHit(
-          header.hash, [&](KeyMeta& cur) {
-            if (!PointsAt(cur, page, offset, generation) ||
-                EntryFootprint(cur.size) > capacity) {
-              return;
-            }
-            CopyEntry(pool_.EntryAt(page, offset),
-                      pool_.EntryAt(r.page, r.offset), header.hash, cur.size,
-                      capacity);
-            before = cur;
-            cur.page = r.page;
-            cur.offset = r.offset;
-            cur.generation = r.generation;
-            cur.capacity = capacity;
-            moved = true;
-          });
-      if (err != Error::kAbandonedSet) break;
-    }
-    if (moved) {
-      pool_.Publish(r.page, capacity);
-      pool_.EndWrite(r.page);
-      pool_.Unpublish(page, before.capacity);
-      stats_.Add(Counter::kRelocations);
-      // Alignment padding of the new copy (the old entry's goes dead).
-      stats_.Add(Counter::kPaddingBytes,
-                 capacity - kEntryHeaderBytes - before.size);
-    } else {
-      // Evicted, overwritten elsewhere, grown in place or busy: the copy is
-      // dead; keep the reservation walkable.
-      WriteDeadEntry(pool_.EntryAt(r.page, r.offset), header.hash, capacity);
-      pool_.EndWrite(r.page);
-    }
+    const bool reserved =
+        to_cold ? pool_.ReserveForColdMigration(capacity, /*for_drain=*/true,
+                                                &r)
+                : pool_.ReserveForRelocation(capacity, &r);
+    if (!reserved) return false;  // no room
+    MoveEntry(header.hash, page, offset, generation, r,
+              Counter::kRelocations);
     return true;
   });
   const bool recycled = pool_.FinishFreeze(page, frozen);
@@ -720,6 +717,48 @@ bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
     stats_.Add(Counter::kPagesRecycled);
   }
   return recycled;
+}
+
+bool NodeShard::MoveEntry(const HashPair& h, uint32_t page, uint32_t offset,
+                          uint32_t generation, const Reservation& r,
+                          Counter counter) {
+  bool moved = false;
+  KeyMeta before;
+  for (int i = 0; i < kBusyRetries && !moved; ++i) {
+    const Error err = arc_->UpdateInPlaceWithoutHit(h, [&](KeyMeta& cur) {
+      if (!PointsAt(cur, page, offset, generation) ||
+          EntryFootprint(cur.size) > r.capacity) {
+        return;
+      }
+      // Inside the slot's seqlock: an in-place writer of this key has
+      // either finished (we copy its bytes) or is refused the slot and
+      // looks again (it then finds the moved entry, see Set).
+      CopyEntry(pool_.EntryAt(page, offset), pool_.EntryAt(r.page, r.offset),
+                h, cur.size, r.capacity);
+      before = cur;
+      cur.page = r.page;
+      cur.offset = r.offset;
+      cur.generation = r.generation;
+      cur.capacity = r.capacity;
+      moved = true;
+    });
+    if (err != Error::kAbandonedSet) break;
+  }
+  if (moved) {
+    pool_.Publish(r.page, r.capacity);
+    pool_.EndWrite(r.page);
+    pool_.Unpublish(page, before.capacity);
+    stats_.Add(counter);
+    // Alignment padding of the new copy (the old entry's goes dead).
+    stats_.Add(Counter::kPaddingBytes,
+               r.capacity - kEntryHeaderBytes - before.size);
+  } else {
+    // Evicted, overwritten elsewhere, grown in place or busy: the copy is
+    // dead; keep the reservation walkable.
+    WriteDeadEntry(pool_.EntryAt(r.page, r.offset), h, r.capacity);
+    pool_.EndWrite(r.page);
+  }
+  return moved;
 }
 
 bool NodeShard::ReclaimIfExpired(const HashPair& h, uint32_t page,
@@ -747,6 +786,12 @@ bool NodeShard::EvictSparsestPage() {
   if (page == kNoPage) return false;
   uint64_t frozen;
   if (!pool_.TryFreeze(page, &frozen)) return false;
+  const bool recycled = EvictFrozen(page, frozen);
+  if (recycled) stats_.Add(Counter::kPageEvictions);
+  return recycled;
+}
+
+bool NodeShard::EvictFrozen(uint32_t page, uint64_t frozen) {
   const uint32_t generation =
       pool_.page(page).generation.load(std::memory_order_relaxed);
   pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
@@ -761,10 +806,7 @@ bool NodeShard::EvictSparsestPage() {
     return true;
   });
   const bool recycled = pool_.FinishFreeze(page, frozen);
-  if (recycled) {
-    stats_.Add(Counter::kPageEvictions);
-    stats_.Add(Counter::kPagesRecycled);
-  }
+  if (recycled) stats_.Add(Counter::kPagesRecycled);
   return recycled;
 }
 
@@ -799,9 +841,11 @@ bool NodeShard::RelocateStaging() {
 
 bool NodeShard::RefillStep() {
   // Free pages to keep for bursts: 1/16 of the pool, at least the
-  // relocation reserve plus one.
-  const uint32_t target =
-      std::max<uint32_t>(kRelocationReserve + 1, config_.page_count / 16);
+  // relocation reserve plus one; with cold pages plus two, so that the
+  // refill starts while a COLD page can still be opened beyond the reserve.
+  const uint32_t target = std::max<uint32_t>(
+      kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
+      config_.page_count / 16);
   if (pool_.free_pages() >= target) return false;
   const uint32_t recycled = pool_.RecycleDeadPages();
   if (recycled > 0) {
@@ -816,6 +860,11 @@ bool NodeShard::RefillStep() {
     return true;
   }
   if (!config_.eviction_enabled) return false;
+  if (config_.spill_cold_pages) return ColdStep();
+  return ForceEvictBatch();
+}
+
+bool NodeShard::ForceEvictBatch() {
   // No page is sparse enough: let ARC pick victims (§2.10.1 ForceEvictOne)
   // so that a later drain has dead bytes to reclaim. With the spill tier the
   // victims are not dropped: they are copied into the spill batch, a page
@@ -872,6 +921,12 @@ void NodeShard::Maintain() {
   // out of room waits for one step, never for a whole pass.
   {
     MutexLock l(&reclaim_mu_);
+    // A mark is good for one pass: re-marking next time it is needed skips
+    // the keys that were read or written meanwhile.
+    if (config_.spill_cold_pages) {
+      cold_keys_.clear();
+      cold_pending_.store(0, std::memory_order_relaxed);
+    }
     const uint32_t recycled = pool_.RecycleDeadPages();
     if (recycled > 0) stats_.Add(Counter::kPagesRecycled, recycled);
     RelocateStaging();
@@ -889,6 +944,161 @@ void NodeShard::Maintain() {
     SweepSpillIndex();
     DeleteDeadSpillPages();
   }
+}
+
+// ---- Cold pages ----------------------------------------------------------------
+
+void NodeShard::MarkColdKeys() {
+  coldest_scratch_.clear();
+  arc_->ColdestKeys(kColdWindow, &coldest_scratch_);
+  cold_keys_.clear();
+  const uint64_t now = NowMs();
+  // Coldest last: migration pops from the back.
+  for (auto it = coldest_scratch_.rbegin(); it != coldest_scratch_.rend();
+       ++it) {
+    const std::optional<KeyMeta> m = arc_->Peek(*it);
+    if (!m.has_value() || m->Expired(now) || OnColdPage(*m)) continue;
+    cold_keys_.push_back(ColdKey{*it, *m});
+  }
+  stats_.Add(Counter::kColdKeysMarked, cold_keys_.size());
+  cold_pending_.store(static_cast<uint32_t>(cold_keys_.size()),
+                      std::memory_order_relaxed);
+}
+
+NodeShard::Migration NodeShard::MigrateNextColdKey(bool cooperative) {
+  const ColdKey& k = cold_keys_.back();
+  Migration result = Migration::kSkipped;
+  const std::optional<KeyMeta> m = arc_->Peek(k.hash);
+  // Changed since marking (written, deleted, moved) or already cold.
+  if (m.has_value() && *m == k.meta && !OnColdPage(*m)) {
+    const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(m->size));
+    Reservation r;
+    if (!pool_.ReserveForColdMigration(capacity, /*for_drain=*/false, &r)) {
+      return Migration::kNoRoom;
+    }
+    if (MoveEntry(k.hash, m->page, m->offset, m->generation, r,
+                  Counter::kColdMigrations)) {
+      result = Migration::kMoved;
+      if (cooperative) stats_.Add(Counter::kColdMigrationsCooperative);
+    }
+  }
+  cold_keys_.pop_back();
+  cold_pending_.store(static_cast<uint32_t>(cold_keys_.size()),
+                      std::memory_order_relaxed);
+  return result;
+}
+
+bool NodeShard::ColdStep() {
+  // 1. A sealed COLD page (full, or sealed below) goes whole (§2.9.5).
+  if (SpillColdPage()) return true;
+  // 2. Move ARC's coldest keys to the COLD destination (§2.9.3).
+  if (cold_keys_.empty()) MarkColdKeys();
+  int moved = 0;
+  bool no_room = false;
+  while (moved < kColdMigrateBatch && !cold_keys_.empty() && !no_room) {
+    switch (MigrateNextColdKey(/*cooperative=*/false)) {
+      case Migration::kMoved: ++moved; break;
+      case Migration::kSkipped: break;
+      case Migration::kNoRoom: no_room = true; break;
+    }
+  }
+  if (moved > 0) return true;
+  // 3. Nothing moved: the coldest keys already sit on COLD pages, or no page
+  // is free to open another. Seal the open COLD page so that step 1 spills
+  // it next.
+  uint64_t waste = 0;
+  if (pool_.SealColdPage(&waste)) {
+    stats_.Add(Counter::kPaddingBytes, waste);
+    return true;
+  }
+  // 4. No COLD page to give up at all: ARC's victims, as without cold pages.
+  stats_.Add(Counter::kColdFallbacks);
+  return ForceEvictBatch();
+}
+
+bool NodeShard::SpillColdPage() {
+  uint64_t live = 0;
+  const uint32_t page = pool_.FullestSealedPage(PageTier::kCold, &live);
+  if (page == kNoPage) return false;
+  uint64_t frozen;
+  if (!pool_.TryFreeze(page, &frozen)) return false;
+  stats_.Add(Counter::kColdPagesSpilled);
+  return spill_index_ != nullptr ? SpillFrozen(page, frozen)
+                                 : EvictFrozen(page, frozen);
+}
+
+void NodeShard::MigrateCooperatively() {
+  // §2.9.2 item 3: one cold key per 16 Sets, bounded and never blocking.
+  if (cold_pending_.load(std::memory_order_relaxed) == 0) return;
+  if ((++tls_cold_page_sets & 15) != 0) return;
+  if (!reclaim_mu_.TryLock()) return;
+  // A few stale entries may be skipped on the way to one that moves.
+  constexpr int kMaxTries = 4;
+  for (int i = 0; i < kMaxTries && !cold_keys_.empty(); ++i) {
+    const Migration m = MigrateNextColdKey(/*cooperative=*/true);
+    if (m != Migration::kSkipped) break;
+  }
+  reclaim_mu_.Unlock();
+}
+
+int NodeShard::CompactColdKeysForTesting(int max_moves) {
+  MutexLock l(&reclaim_mu_);
+  if (cold_keys_.empty()) MarkColdKeys();
+  int moved = 0;
+  while (moved < max_moves && !cold_keys_.empty()) {
+    const Migration m = MigrateNextColdKey(/*cooperative=*/false);
+    if (m == Migration::kNoRoom) break;
+    if (m == Migration::kMoved) ++moved;
+  }
+  return moved;
+}
+
+std::string NodeShard::CheckPageAccountingForTesting() const {
+  std::string bad;
+  uint64_t pointed = 0;
+  for (uint32_t page = 0; page < config_.page_count; ++page) {
+    const Page& p = pool_.page(page);
+    const uint64_t state = p.state.load(std::memory_order_acquire);
+    if (PageState::Pending(state) != 0) {
+      absl::StrAppend(&bad, "page ", page, " has writes in flight; ");
+      continue;
+    }
+    const uint32_t generation = p.generation.load(std::memory_order_relaxed);
+    uint64_t bytes = 0, entries = 0;
+    pool_.ForEachEntry(page, state, [&](uint32_t offset,
+                                        const EntryHeader& header) {
+      if (header.capacity == 0) {
+        absl::StrAppend(&bad, "page ", page, " offset ", offset,
+                        ": zero-capacity entry; ");
+        return false;
+      }
+      const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+      if (m.has_value() && PointsAt(*m, page, offset, generation)) {
+        if (m->capacity != header.capacity) {
+          absl::StrAppend(&bad, "page ", page, " offset ", offset,
+                          ": KeyMeta capacity ", m->capacity, " vs entry ",
+                          header.capacity, "; ");
+        }
+        bytes += header.capacity;
+        ++entries;
+      }
+      return true;
+    });
+    const uint64_t live = p.live.load(std::memory_order_acquire);
+    if ((live & 0xffffffffull) != bytes || (live >> 32) != entries) {
+      absl::StrAppend(&bad, "page ", page, " (tier ",
+                      static_cast<int>(PageState::Tier(state)),
+                      "): live word says ", live & 0xffffffffull, " bytes in ",
+                      live >> 32, " entries, its entries ", bytes, " in ",
+                      entries, "; ");
+    }
+    pointed += entries;
+  }
+  if (pointed != arc_->size()) {
+    absl::StrAppend(&bad, arc_->size(), " keys resident but ", pointed,
+                    " entries pointed at; ");
+  }
+  return bad;
 }
 
 // ---- Spill tier ----------------------------------------------------------------
@@ -1194,6 +1404,12 @@ NodeStatsSnapshot NodeShard::Snapshot() const {
   s.spill_reloaded_keys = stats_.Sum(Counter::kSpillReloadedKeys);
   s.spill_ghost_hits = stats_.Sum(Counter::kGhostHits);
   s.spill_errors = stats_.Sum(Counter::kSpillErrors);
+  s.cold_keys_marked = stats_.Sum(Counter::kColdKeysMarked);
+  s.cold_migrations = stats_.Sum(Counter::kColdMigrations);
+  s.cold_migrations_cooperative =
+      stats_.Sum(Counter::kColdMigrationsCooperative);
+  s.cold_pages_spilled = stats_.Sum(Counter::kColdPagesSpilled);
+  s.cold_fallbacks = stats_.Sum(Counter::kColdFallbacks);
   if (spill_index_ != nullptr) {
     s.spill_keys_indexed = spill_index_->size();
     s.spill_disk_bytes =

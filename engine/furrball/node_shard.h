@@ -15,12 +15,13 @@
 //             KeyMeta, decides (if-absent, compare-and-set), then changes it
 //             with one CMap operation: UpdateInPlace (overwrite, touch),
 //             ConcurrentARC::Set (insert) or Erase (delete).
-//   mover     relocation (staging relocation, page drain), holding the
-//             reclaim mutex but no key lock: UpdateInPlace that only changes
-//             the location, and only if the KeyMeta still points at the
-//             entry being moved; the bytes are copied inside the callback,
-//             so no writer can change them mid-copy (§2.9.3 "memcpy inside
-//             UpdateInPlace").
+//   mover     relocation (staging relocation, page drain, cold migration),
+//             holding the reclaim mutex but no key lock: UpdateInPlace that
+//             only changes the location, and only if the KeyMeta still
+//             points at the entry being moved; the bytes are copied inside
+//             the callback, so no writer can change them mid-copy (§2.9.3
+//             "memcpy inside UpdateInPlace"). MoveEntry is the one
+//             implementation.
 //   evictor   ARC capacity eviction (inside ConcurrentARC::Set, under its
 //             SpinLock), ForceEvictOne, whole-page eviction and TTL
 //             reclamation: erase the slot. Erasing needs no key lock: an
@@ -83,6 +84,51 @@
 // staging page's entries, drains pages with a quarter or more dead bytes,
 // asks ARC for victims (ForceEvictOne) when no page is sparse enough, and
 // reclaims expired keys.
+//
+// ---------------------------------------------------------------------------
+// Cold pages (ShardConfig::spill_cold_pages; report §2.4.1, §2.9.1-§2.9.3)
+//
+// Instead of asking ARC for victims, the reserve refill moves ARC's coldest
+// keys to COLD pages in memory and lets whole COLD pages go:
+//
+//   mark      ConcurrentARC::ColdestKeys(kColdWindow): the keys ForceEvictOne
+//             would take next, under ARC's SpinLock, nothing evicted. Those
+//             not already on a COLD page are queued with the KeyMeta seen
+//             at marking (cold_keys_, guarded by the reclaim mutex; this is
+//             the report's TempCtrl = COLD, kept per node rather than per
+//             page). The queue is dropped at the start of every maintenance
+//             pass and re-marked when needed, so a mark is at most one pass
+//             old.
+//   migrate   a mover (above): reserve on the pool's COLD destination, then
+//             MoveEntry, which changes only the location, only if the
+//             KeyMeta still points at the marked entry, copying inside the
+//             UpdateInPlace callback, and unpublishes the old entry after.
+//             A key whose KeyMeta changed since marking (overwritten,
+//             deleted, moved) is skipped; so is one that is already on a
+//             COLD page. A key read since marking is not detected and is
+//             moved anyway: harmless, a COLD page is ordinary memory (Gets
+//             hit it and promote the key), §2.9.3 "unnecessary migrations".
+//             The worker migrates kColdMigrateBatch keys per refill step;
+//             every 16th Set of a thread (thread-local count, so no shared
+//             line is written) while keys are queued try-locks the reclaim
+//             mutex and migrates one key, or skips if it is busy
+//             (cooperative migration, §2.9.2). Lock order is unchanged:
+//             key lock (the Set's own) -> reclaim mutex (try) -> slot seq.
+//   spill     when a refill step finds nothing sparse to drain, the fullest
+//             sealed COLD page is frozen and written whole (SpillFrozen:
+//             one PageBlob, keys indexed then erased under their key lock,
+//             page EMPTY), or without a spill store evicted whole
+//             (EvictFrozen). The COLD destination is sealed when full, or
+//             early when nothing is left to migrate (the coldest keys all
+//             sit on COLD pages) or no page is free to open another.
+//   fallback  only when there is no COLD page at all and nothing could be
+//             migrated: ForceEvictOne as without cold pages (cold_fallbacks).
+//
+// A drained COLD page's survivors go back to the COLD destination and every
+// other drain's to the relocation page (HOT in this mode), so COLD pages
+// hold only keys that ARC called cold. Re-heated keys on a COLD page are
+// not moved back before its spill: they go to disk with it and come back on
+// their next Get.
 #ifndef FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_H_
 #define FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_H_
 
@@ -151,6 +197,9 @@ struct ShardConfig {
   spill::SpillStore* spill_store = nullptr;
   // FurrBallOptions::spill_reload_whole_page.
   bool spill_reload_whole_page = true;
+  // FurrBallOptions::spill_cold_pages (see "Cold pages" above). Works with
+  // or without a spill store.
+  bool spill_cold_pages = false;
 };
 
 class NodeShard {
@@ -235,12 +284,26 @@ class NodeShard {
   const PagePool& pool() const { return pool_; }
   PagePool& mutable_pool_for_testing() { return pool_; }
 
+  // Tests, cold-page mode: one compactor round whatever the memory pressure
+  // (marks if nothing is queued, then migrates up to `max_moves` keys).
+  // Returns the number moved.
+  int CompactColdKeysForTesting(int max_moves);
+  // Tests: "" if every page's live word equals the capacities and count of
+  // the entries some KeyMeta points at, and every KeyMeta points at an
+  // entry of its key; else what is wrong. REQUIRES: no operation in flight.
+  std::string CheckPageAccountingForTesting() const;
+
  private:
   using Arc = ConcurrentARC<KeyMeta>;
   static constexpr size_t kKeyLocks = 1024;
   static_assert((kKeyLocks & (kKeyLocks - 1)) == 0, "mask indexing");
   // Optimistic Get attempts before falling back to the key lock.
   static constexpr int kOptimisticReads = 8;
+  // Cold pages: how deep into ARC's LRU ends one marking looks (about two
+  // pages of 1 KiB values at 256 KiB pages), and how many keys the worker
+  // moves per refill step.
+  static constexpr uint32_t kColdWindow = 512;
+  static constexpr int kColdMigrateBatch = 64;
 
   // Builds everything but the ARC, which needs the shard's address for its
   // eviction callback; Create adds it.
@@ -255,6 +318,10 @@ class NodeShard {
                                          std::memory_order_relaxed) +
            superseded;
   }
+
+  // Set without the cooperative migration.
+  SetResult SetValue(const HashPair& h, std::string_view value,
+                     const WriteOptions& options);
 
   // Finds `capacity` bytes for a write, reclaiming in line if it must.
   Error Reserve(uint32_t capacity, Reservation* out);
@@ -278,6 +345,37 @@ class NodeShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   bool RelocateStaging() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   bool EvictSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // Erases every live key of frozen page `page`; true if it was recycled.
+  bool EvictFrozen(uint32_t page, uint64_t frozen_state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // The mover: moves the entry of `h` at (page, offset, generation) into
+  // reservation `r` (see the header comment), or, if the key no longer
+  // points there or grew past r.capacity, leaves `r` as a dead entry. Ends
+  // the write on r.page either way. True if moved; counted under `counter`.
+  bool MoveEntry(const HashPair& h, uint32_t page, uint32_t offset,
+                 uint32_t generation, const Reservation& r, Counter counter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // Asks ARC for kEvictBatch victims (spilled to the victim batch when the
+  // spill tier is on). False if ARC had none.
+  bool ForceEvictBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+
+  // ---- Cold pages (see the header comment) ----
+  enum class Migration { kMoved, kSkipped, kNoRoom };
+  // Queues ARC's coldest keys that are not on a COLD page yet.
+  void MarkColdKeys() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // Moves the queue's coldest key to the COLD destination unless it changed
+  // since marking; pops it unless there was no room.
+  Migration MigrateNextColdKey(bool cooperative)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // The reserve refill's pressured step in cold-page mode.
+  bool ColdStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // Spills (or evicts) the fullest sealed COLD page; true if recycled.
+  bool SpillColdPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // A Set's share of the migration (every 16th Set of a thread).
+  void MigrateCooperatively();
+  bool OnColdPage(const KeyMeta& m) const {
+    return pool_.TierOf(m.page) == PageTier::kCold;
+  }
   // One step towards the free-page reserve: recycle, drain or evict. False
   // when the reserve is full or nothing more can be done this pass.
   bool RefillStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
@@ -369,6 +467,18 @@ class NodeShard {
   uint64_t batch_page_id_ ABSL_GUARDED_BY(batch_mu_) = 0;
   // The batch holds a page of values (a hint read without batch_mu_).
   std::atomic<bool> batch_full_{false};
+
+  // Cold pages: the marked keys, coldest last (migration pops the back),
+  // with the KeyMeta seen when marked; `cold_pending_` mirrors its size for
+  // the Set path's lock-free check (relaxed: a stale count only delays or
+  // wastes one try-lock).
+  struct ColdKey {
+    HashPair hash;
+    KeyMeta meta;
+  };
+  std::pmr::vector<ColdKey> cold_keys_ ABSL_GUARDED_BY(reclaim_mu_);
+  std::vector<HashPair> coldest_scratch_ ABSL_GUARDED_BY(reclaim_mu_);
+  std::atomic<uint32_t> cold_pending_{0};
 };
 
 }  // namespace furrball_internal

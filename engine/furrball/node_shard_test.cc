@@ -5,7 +5,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
+#include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +43,7 @@ class NodeShardTest : public ::testing::Test {
     c.eviction_enabled = eviction;
     c.reclaim_patience = reclaim_patience;
     c.clock = &clock_;
+    c.spill_cold_pages = cold_pages_;
     c.key_lock_for = [](void* self, const HashPair& h) -> SpinLock& {
       return static_cast<NodeShardTest*>(self)->LockFor(h);
     };
@@ -77,6 +81,7 @@ class NodeShardTest : public ::testing::Test {
     return v;
   }
 
+  bool cold_pages_ = false;  // ShardConfig::spill_cold_pages for Open
   ManualClock clock_;
   KeyHasher hasher_;
   std::unique_ptr<Numatic> numatic_;
@@ -323,6 +328,174 @@ TEST_F(NodeShardTest, OverwriteThatFitsIsInPlace) {
   std::string v;
   ASSERT_TRUE(Get(1, &v).found);
   EXPECT_EQ(v, std::string(200, 'c'));
+}
+
+// ---- Cold pages (ShardConfig::spill_cold_pages) ------------------------------
+
+// Under pressure the refill moves ARC's coldest keys to COLD pages and then
+// lets whole COLD pages go (evicted here: no spill store), instead of
+// evicting victims one by one. Keys that were read stay.
+TEST_F(NodeShardTest, ColdPagesTakeArcsColdestKeysAndLeaveWhole) {
+  cold_pages_ = true;
+  Open(/*pages=*/32);
+  const size_t kValue = 3000;  // about 21 per page, 650 in the pool
+  // Three times what fits, with a maintenance pass every 8 writes (the
+  // worker's part). The ten oldest keys are read all along, so ARC holds
+  // them in T2: never cold.
+  constexpr int n = 2000;
+  std::string v;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(Set(i, ValueFor(i, kValue)).error, Error::kOk);
+    if (i % 8 == 7) shard_->Maintain();
+    if (i % 50 == 49) {
+      for (int k = 0; k < 10; ++k) ASSERT_TRUE(Get(k, &v).found) << k;
+    }
+  }
+  for (int pass = 0; pass < 4; ++pass) shard_->Maintain();
+  const NodeStatsSnapshot s = shard_->Snapshot();
+  std::printf("keys=%d marked=%llu migrated=%llu cold pages gone=%llu "
+              "fallbacks=%llu live=%llu free pages=%u\n",
+              n, (unsigned long long)s.cold_keys_marked,
+              (unsigned long long)s.cold_migrations,
+              (unsigned long long)s.cold_pages_spilled,
+              (unsigned long long)s.cold_fallbacks,
+              (unsigned long long)s.live_keys, shard_->pool().free_pages());
+  EXPECT_GT(s.cold_migrations, 0u);
+  EXPECT_GT(s.cold_pages_spilled, 0u);
+  EXPECT_EQ(s.cold_fallbacks, 0u) << "COLD pages were always available";
+  EXPECT_EQ(s.page_evictions, 0u) << "no writer had to evict a whole page";
+  EXPECT_GE(shard_->pool().free_pages(), 2u);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(Get(i, &v).found) << "hot key " << i << " left memory";
+    EXPECT_EQ(v, ValueFor(i, kValue));
+  }
+  int hits = 0;
+  for (int i = 0; i < n; ++i) {
+    if (Get(i, &v).found) {
+      ++hits;
+      ASSERT_EQ(v, ValueFor(i, kValue));
+    }
+  }
+  EXPECT_EQ(static_cast<uint64_t>(hits), shard_->Snapshot().live_keys);
+  EXPECT_EQ(shard_->CheckPageAccountingForTesting(), "");
+}
+
+// The mover's rule (§2.9.3 "memcpy inside UpdateInPlace"): writers keep
+// overwriting keys, in place and not, while the compactor and the writers'
+// own cooperative migrations move the same keys to COLD pages. Every read
+// returns the last acknowledged value or a newer one, never an older one or
+// a mix; after the run every key holds its last acknowledged value and the
+// pages' live accounting is exact. With the copy done before the
+// UpdateInPlace instead of inside it, an in-place write that lands on the
+// old entry between the two is lost (the move publishes the old bytes under
+// the new version): with a yield in that gap, standing in for a preemption,
+// this test fails ("read a torn or foreign value"); without one the gap is
+// too short to hit reliably in an optimized build.
+TEST_F(NodeShardTest, ColdMigrationNeverLosesAConcurrentWrite) {
+  cold_pages_ = true;
+  Open(/*pages=*/64, /*eviction=*/false);
+  constexpr int kKeys = 256;
+  constexpr int kWriters = 2;
+  constexpr int kRounds = 150;
+  // Sizes vary with the sequence number, so some overwrites fit in place and
+  // some need a new entry; the bytes depend on (key, seq), so a torn or
+  // stale copy is caught.
+  auto value_of = [](int key, uint64_t seq) {
+    std::string v = "k" + std::to_string(key) + "s" + std::to_string(seq) + ":";
+    const size_t size = 200 + (seq * 37 + key * 11) % 1800;
+    while (v.size() < size) v += char('a' + (v.size() * 5 + key + seq) % 26);
+    return v;
+  };
+  auto seq_of = [](const std::string& v, int key, uint64_t* seq) {
+    const std::string prefix = "k" + std::to_string(key) + "s";
+    if (v.compare(0, prefix.size(), prefix) != 0) return false;
+    *seq = std::strtoull(v.c_str() + prefix.size(), nullptr, 10);
+    return true;
+  };
+  std::vector<std::atomic<uint64_t>> acked(kKeys);
+  for (int k = 0; k < kKeys; ++k) {
+    ASSERT_EQ(Set(k, value_of(k, 1)).error, Error::kOk);
+    acked[k].store(1);
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::mutex first_failure_mu;
+  std::string first_failure;
+  auto fail = [&](const std::string& what) {
+    if (failures.fetch_add(1) == 0) {
+      std::lock_guard<std::mutex> l(first_failure_mu);
+      first_failure = what;
+    }
+  };
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      for (int round = 0; round < kRounds; ++round) {
+        for (int k = w; k < kKeys; k += kWriters) {
+          const uint64_t seq = acked[k].load(std::memory_order_relaxed) + 1;
+          const SetResult r = Set(k, value_of(k, seq));
+          if (r.error != Error::kOk) {
+            fail("set of key " + std::to_string(k) + ": " +
+                 std::string(ErrorName(r.error)));
+            return;
+          }
+          acked[k].store(seq, std::memory_order_release);
+        }
+      }
+    });
+  }
+  std::thread reader([&] {
+    std::mt19937 rng(7);
+    std::string v;
+    while (!stop.load(std::memory_order_relaxed)) {
+      const int k = static_cast<int>(rng() % kKeys);
+      const uint64_t before = acked[k].load(std::memory_order_acquire);
+      if (!Get(k, &v).found) {
+        fail("key " + std::to_string(k) + " missing");
+        continue;
+      }
+      const uint64_t after = acked[k].load(std::memory_order_acquire);
+      uint64_t seq = 0;
+      if (!seq_of(v, k, &seq) || v != value_of(k, seq)) {
+        fail("key " + std::to_string(k) + " read a torn or foreign value");
+      } else if (seq < before || seq > after + 1) {
+        fail("key " + std::to_string(k) + " read seq " + std::to_string(seq) +
+             ", acknowledged " + std::to_string(before) + ".." +
+             std::to_string(after));
+      }
+    }
+  });
+  std::thread compactor([&] {
+    for (int i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      shard_->CompactColdKeysForTesting(/*max_moves=*/8);
+      if (i % 4 == 3) shard_->Maintain();
+      std::this_thread::yield();
+    }
+  });
+  for (std::thread& t : writers) t.join();
+  stop.store(true);
+  reader.join();
+  compactor.join();
+
+  EXPECT_EQ(failures.load(), 0) << first_failure;
+  std::string v;
+  for (int k = 0; k < kKeys; ++k) {
+    ASSERT_TRUE(Get(k, &v).found) << k;
+    ASSERT_EQ(v, value_of(k, acked[k].load())) << "key " << k
+                                               << ": an acknowledged write lost";
+  }
+  const NodeStatsSnapshot s = shard_->Snapshot();
+  std::printf("sets=%llu in place=%llu cold migrations=%llu (cooperative "
+              "%llu) relocations=%llu\n",
+              (unsigned long long)s.sets, (unsigned long long)s.in_place_sets,
+              (unsigned long long)s.cold_migrations,
+              (unsigned long long)s.cold_migrations_cooperative,
+              (unsigned long long)s.relocations);
+  EXPECT_GT(s.cold_migrations, 0u);
+  EXPECT_GT(s.cold_migrations_cooperative, 0u);
+  EXPECT_GT(s.in_place_sets, 0u);
+  EXPECT_EQ(shard_->CheckPageAccountingForTesting(), "");
 }
 
 }  // namespace

@@ -57,6 +57,11 @@ enum class Counter : uint8_t {
   kSpillReloadedKeys, // keys re-inserted by those reloads
   kGhostHits,         // Gets answered after a reload
   kSpillErrors,       // failed spill writes, failed or corrupt reloads
+  kColdKeysMarked,    // ARC's coldest keys queued for migration
+  kColdMigrations,    // ... moved to a COLD page (worker and cooperative)
+  kColdMigrationsCooperative,  // ... of which by a Set
+  kColdPagesSpilled,  // sealed COLD pages spilled (or evicted) whole
+  kColdFallbacks,     // refills that fell back to ForceEvictOne
   kCount,
 };
 

@@ -110,6 +110,14 @@ struct FurrBallOptions {
   // report's speculative whole-page reload, §2.9.6) or, when false, only the
   // key asked for (the others stay on disk). docs/spill.md measures both.
   bool spill_reload_whole_page = true;
+  // The report's compactor (§2.9.1-§2.9.3) instead of the victim batch: when
+  // memory runs short, ARC's coldest keys are moved (not evicted) to COLD
+  // pages in memory, where Gets still hit them, by the worker and by every
+  // 16th Set of a thread while cold keys are pending; a full COLD page is
+  // then spilled whole (or, without spill_dir, evicted whole). False: ARC's
+  // victims are copied into the in-memory spill batch and leave the key
+  // table at once. docs/spill.md compares the two.
+  bool spill_cold_pages = false;
   // Tests: the Env of the spill store's RocksDB (fault injection). nullptr =
   // the default.
   rocksdb::Env* spill_env = nullptr;

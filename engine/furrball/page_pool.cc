@@ -7,11 +7,13 @@ namespace furrballs {
 namespace furrball_internal {
 
 PagePool::PagePool(uint8_t* data, uint32_t page_count, uint32_t page_size,
-                   std::pmr::memory_resource* resource)
+                   std::pmr::memory_resource* resource, bool cold_pages)
     : page_count_(page_count),
       page_size_(page_size),
       pages_(page_count, resource),
-      free_(resource) {
+      free_(resource),
+      cold_pages_(cold_pages),
+      relocation_tier_(cold_pages ? PageTier::kHot : PageTier::kCold) {
   assert(page_count >= kMinPages);
   assert(page_size >= kMinPageSize && page_size <= kMaxPageSize);
   free_.reserve(page_count);
@@ -33,11 +35,13 @@ size_t PagePool::metadata_bytes() const {
   return pages_.capacity() * sizeof(Page) + page_count_ * sizeof(uint32_t);
 }
 
-bool PagePool::TryBump(uint32_t page, uint32_t capacity, Reservation* out) {
+bool PagePool::TryBump(uint32_t page, uint32_t capacity, Reservation* out,
+                       std::optional<PageTier> tier) {
   Page& p = pages_[page];
   uint64_t w = p.state.load(std::memory_order_relaxed);
   for (;;) {
     if (!PageState::IsOpen(w)) return false;
+    if (tier.has_value() && PageState::Tier(w) != *tier) return false;
     const uint32_t used = PageState::Used(w);
     if (uint64_t{used} + capacity > page_size_) return false;
     // Acquire: our stores into the page must come after the recycle that
@@ -73,15 +77,16 @@ uint64_t PagePool::Seal(uint32_t page) {
 bool PagePool::ReserveOnCurrent(uint32_t capacity, Reservation* out,
                                 ReserveSource* source, uint64_t* tail_waste) {
   *tail_waste = 0;
+  const std::optional<PageTier> hot = WriterTier(PageTier::kHot);
   uint32_t current = current_.load(std::memory_order_acquire);
-  if (TryBump(current, capacity, out)) {
+  if (TryBump(current, capacity, out, hot)) {
     *source = ReserveSource::kCurrent;
     return true;
   }
   SpinLockHolder l(rotate_lock_);
   // Another writer may have rotated while we waited.
   current = current_.load(std::memory_order_acquire);
-  if (TryBump(current, capacity, out)) {
+  if (TryBump(current, capacity, out, hot)) {
     *source = ReserveSource::kCurrent;
     return true;
   }
@@ -101,7 +106,8 @@ bool PagePool::ReserveOnCurrent(uint32_t capacity, Reservation* out,
 }
 
 bool PagePool::ReserveOnStaging(uint32_t capacity, Reservation* out) {
-  return TryBump(staging_page(), capacity, out);
+  return TryBump(staging_page(), capacity, out,
+                 WriterTier(PageTier::kStaging));
 }
 
 bool PagePool::PopFree(uint32_t* page, uint32_t keep) {
@@ -199,16 +205,38 @@ void PagePool::ReopenStaging() {
 }
 
 bool PagePool::ReserveForRelocation(uint32_t capacity, Reservation* out) {
-  if (relocation_page_ != kNoPage &&
-      TryBump(relocation_page_, capacity, out)) {
-    return true;
-  }
+  return ReserveOnDestination(&relocation_page_, relocation_tier_,
+                              /*keep=*/0, capacity, out);
+}
+
+bool PagePool::ReserveForColdMigration(uint32_t capacity, bool for_drain,
+                                       Reservation* out) {
+  assert(cold_pages_);
+  return ReserveOnDestination(&cold_page_, PageTier::kCold,
+                              for_drain ? 0 : kRelocationReserve, capacity,
+                              out);
+}
+
+bool PagePool::ReserveOnDestination(uint32_t* dest, PageTier tier,
+                                    uint32_t keep, uint32_t capacity,
+                                    Reservation* out) {
+  if (*dest != kNoPage && TryBump(*dest, capacity, out)) return true;
   uint32_t fresh;
-  if (!PopFree(&fresh, 0)) return false;
-  if (relocation_page_ != kNoPage) Seal(relocation_page_);
-  relocation_page_ = fresh;
-  Open(fresh, PageTier::kCold);
+  if (!PopFree(&fresh, keep)) return false;
+  if (*dest != kNoPage) Seal(*dest);
+  *dest = fresh;
+  Open(fresh, tier);
   return TryBump(fresh, capacity, out);
+}
+
+bool PagePool::SealColdPage(uint64_t* tail_waste) {
+  *tail_waste = 0;
+  if (cold_page_ == kNoPage) return false;
+  const uint64_t w = pages_[cold_page_].state.load(std::memory_order_relaxed);
+  if (PageState::Used(w) == 0) return false;
+  *tail_waste = Seal(cold_page_);
+  cold_page_ = kNoPage;
+  return true;
 }
 
 bool PagePool::SealOpenPagesForReclaim(uint64_t* tail_waste) {
@@ -221,6 +249,12 @@ bool PagePool::SealOpenPagesForReclaim(uint64_t* tail_waste) {
         pages_[relocation_page_].state.load(std::memory_order_relaxed));
     *tail_waste += Seal(relocation_page_);
     relocation_page_ = kNoPage;
+  }
+  if (cold_page_ != kNoPage) {
+    sealed |= PageState::IsOpen(
+        pages_[cold_page_].state.load(std::memory_order_relaxed));
+    *tail_waste += Seal(cold_page_);
+    cold_page_ = kNoPage;
   }
   return sealed;
 }
@@ -257,6 +291,27 @@ uint32_t PagePool::SparsestSealedPage(uint64_t* live_bytes) const {
     }
   }
   *live_bytes = best == kNoPage ? 0 : best_live;
+  return best;
+}
+
+uint32_t PagePool::FullestSealedPage(PageTier tier,
+                                     uint64_t* live_bytes) const {
+  uint32_t best = kNoPage;
+  uint64_t best_live = 0;
+  for (uint32_t i = 0; i < page_count_; ++i) {
+    const uint64_t w = pages_[i].state.load(std::memory_order_relaxed);
+    if (PageState::IsOpen(w) || PageState::Pending(w) != 0 ||
+        PageState::Tier(w) != tier) {
+      continue;
+    }
+    const uint64_t live =
+        pages_[i].live.load(std::memory_order_relaxed) & 0xffffffffull;
+    if (live > best_live) {
+      best = i;
+      best_live = live;
+    }
+  }
+  *live_bytes = best_live;
   return best;
 }
 

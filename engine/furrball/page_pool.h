@@ -57,7 +57,12 @@
 // reservation on the page (pending > 0), before its EndWrite; Unpublish
 // (fetch_sub live, release) by whoever removed the last KeyMeta pointing at
 // an entry (overwrite, delete, eviction, relocation, TTL reclamation), after
-// the CMap change. Hence: a page with a KeyMeta pointing into it has
+// the CMap change. For one entry the two can come in either order (a mover
+// or evictor may take the KeyMeta off an entry whose writer has not
+// published yet): the live word is modular, so the pair nets out, and while
+// the writer's pending count is up nobody uses the word for a decision
+// (TryFreeze, SparsestSealedPage and FullestSealedPage skip such pages).
+// Hence: a page with a KeyMeta pointing into it has
 // live > 0 or pending > 0, so it is never recycled under a reader's feet;
 // a reader holding a stale KeyMeta may copy bytes of a recycled page, but
 // its re-validation then fails (the KeyMeta changed before the recycle).
@@ -68,8 +73,30 @@
 // Page roles: `current` is the HOT page that Sets bump into; the
 // staging page (fixed: the pool's last page, as in §2.10.2) is the overflow
 // Sets use when the current page is full and no page is free; the
-// relocation destination is an open COLD page owned by the reclaimer that
+// relocation destination is an open page owned by the reclaimer that
 // receives relocated entries (§2.9.1: survivors move to COLD pages).
+//
+// With cold pages (the pool's `cold_pages`, FurrBallOptions::
+// spill_cold_pages) the tiers mean what §2.4.1 says, and the pool keeps them
+// apart:
+//
+//   HOT      current pages and, now, relocation destinations: a drain's
+//            survivors are whatever was live, not known to be cold.
+//   COLD     the cold destination, a second reclaimer-owned open page
+//            (ReserveForColdMigration) that receives only ARC's cold keys
+//            and the survivors of drained COLD pages; sealed when full, then
+//            spilled whole by the node (FullestSealedPage(kCold)).
+//   STAGING  as before.
+//
+// No Set ever reserves on a COLD page: writers bump only into `current`
+// (always opened HOT) and staging, and in this mode the writer's bump checks
+// the tier in the same CAS that reserves (TryBump's `tier` argument). That
+// matters because `current` can be stale: a sealed current page may be
+// recycled by the reclaimer and reopened as the cold destination before a
+// writer rotates; the tier in the state word makes that writer's CAS fail
+// and rotate instead of writing a hot value onto a COLD page. Without cold
+// pages the pool behaves as it always did (relocation pages are COLD, the
+// bump does not look at the tier).
 #ifndef FURRBALLS_ENGINE_FURRBALL_PAGE_POOL_H_
 #define FURRBALLS_ENGINE_FURRBALL_PAGE_POOL_H_
 
@@ -77,6 +104,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory_resource>
+#include <optional>
 #include <vector>
 
 #include <absl/base/thread_annotations.h>
@@ -178,9 +206,10 @@ class PagePool {
   // page the staging page; the rest are free.
   // REQUIRES: page_size in [kMinPageSize, kMaxPageSize] and a multiple of 8;
   // page_count >= kMinPages.
+  // `cold_pages`: the tiers of cold-page mode (see the top of this file).
   static constexpr uint32_t kMinPages = 4;
   PagePool(uint8_t* data, uint32_t page_count, uint32_t page_size,
-           std::pmr::memory_resource* resource);
+           std::pmr::memory_resource* resource, bool cold_pages = false);
 
   PagePool(const PagePool&) = delete;
   PagePool& operator=(const PagePool&) = delete;
@@ -267,10 +296,30 @@ class PagePool {
   // Bytes the staging page can still take (0 while sealed).
   uint32_t staging_room() const;
 
+  // Cold-page mode: reserves on the cold destination, opening a new COLD
+  // page from the free list when it is full. A migration (`for_drain`
+  // false) never takes the relocation reserve, so that a drain always has
+  // somewhere to go; a drain of a COLD page may, like any drain, because it
+  // frees the page it empties. False when neither works.
+  bool ReserveForColdMigration(uint32_t capacity, bool for_drain,
+                               Reservation* out);
+  // Seals the cold destination if it holds anything, so that it can be
+  // spilled before it is full; *tail_waste gets its unused tail. False if
+  // there was no such page.
+  bool SealColdPage(uint64_t* tail_waste);
+
   // The sealed, walkable (pending == 0), non-empty page with the fewest live
   // bytes, excluding the current, staging and relocation pages; kNoPage if
   // none. Its live bytes go to *live_bytes.
   uint32_t SparsestSealedPage(uint64_t* live_bytes) const;
+  // The sealed, walkable page of tier `tier` with the most live bytes;
+  // kNoPage if none has any. Its live bytes go to *live_bytes.
+  uint32_t FullestSealedPage(PageTier tier, uint64_t* live_bytes) const;
+  // The page's tier now (relaxed: a hint; the reclaimer, which alone changes
+  // tiers other than by Open of a popped page, gets the exact answer).
+  PageTier TierOf(uint32_t page) const {
+    return PageState::Tier(pages_[page].state.load(std::memory_order_relaxed));
+  }
 
   // Calls fn(offset, header) for each entry of a frozen page, in address
   // order, until fn returns false.
@@ -292,7 +341,19 @@ class PagePool {
     return (uint64_t{1} << 32) | capacity;
   }
 
-  bool TryBump(uint32_t page, uint32_t capacity, Reservation* out);
+  // Reserves on `page` if it is open (and, when `tier` is given, of that
+  // tier: checked in the reserving CAS).
+  bool TryBump(uint32_t page, uint32_t capacity, Reservation* out,
+               std::optional<PageTier> tier = std::nullopt);
+  // The tier a writer's bump must find, if the pool checks it.
+  std::optional<PageTier> WriterTier(PageTier tier) const {
+    return cold_pages_ ? std::optional<PageTier>(tier) : std::nullopt;
+  }
+  // Reserves on the reclaimer-owned destination *dest, replacing it by a
+  // page of `tier` popped from the free list (if more than `keep` are free)
+  // when it is full.
+  bool ReserveOnDestination(uint32_t* dest, PageTier tier, uint32_t keep,
+                            uint32_t capacity, Reservation* out);
   void Open(uint32_t page, PageTier tier);
   // The unused tail of the sealed page.
   uint64_t Seal(uint32_t page);
@@ -316,8 +377,13 @@ class PagePool {
   std::pmr::vector<uint32_t> free_ ABSL_GUARDED_BY(free_lock_);
   std::atomic<uint32_t> free_count_{0};
 
-  // The reclaimer's open COLD page; only the reclaimer reads or writes it.
+  const bool cold_pages_;
+  // Tier of relocation destinations: COLD, or HOT in cold-page mode.
+  const PageTier relocation_tier_;
+  // The reclaimer's open relocation and (cold-page mode) cold destination
+  // pages; only the reclaimer reads or writes these two.
   uint32_t relocation_page_ = kNoPage;
+  uint32_t cold_page_ = kNoPage;
 };
 
 }  // namespace furrball_internal

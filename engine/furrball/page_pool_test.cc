@@ -201,6 +201,53 @@ TEST(PagePoolTest, RelocationPageComesFromFreeListAndIsCold) {
   pool.EndWrite(r.page);
 }
 
+// Cold-page mode: relocation pages are HOT, migrations go to a separate
+// COLD page, and a writer never reserves on a COLD page, even when its
+// `current` is stale: the sealed current page was recycled and reopened as
+// the cold destination before any writer rotated.
+TEST(PagePoolTest, ColdModeKeepsTiersApartAndWritersOffColdPages) {
+  Block block(6);
+  PagePool pool(block.data, 6, kPageSize, std::pmr::new_delete_resource(),
+                /*cold_pages=*/true);
+  Reservation r;
+  ASSERT_TRUE(pool.ReserveForRelocation(128, &r));
+  EXPECT_EQ(pool.TierOf(r.page), PageTier::kHot);
+  pool.EndWrite(r.page);
+
+  uint64_t waste = 0;
+  ASSERT_TRUE(pool.SealOpenPagesForReclaim(&waste));  // current page 0 too
+  const uint32_t stale = pool.current_page();
+  uint64_t frozen;
+  ASSERT_TRUE(pool.TryFreeze(stale, &frozen));
+  ASSERT_TRUE(pool.FinishFreeze(stale, frozen));  // nothing live: recycled
+  ASSERT_TRUE(pool.ReserveForColdMigration(256, /*for_drain=*/false, &r));
+  ASSERT_EQ(r.page, stale) << "the recycled page is popped first";
+  EXPECT_EQ(pool.TierOf(r.page), PageTier::kCold);
+  pool.EndWrite(r.page);
+  ASSERT_EQ(pool.current_page(), stale);
+
+  ReserveSource src;
+  ASSERT_TRUE(pool.ReserveOnCurrent(64, &r, &src, &waste));
+  EXPECT_NE(r.page, stale) << "a Set landed on the COLD page";
+  EXPECT_EQ(pool.TierOf(r.page), PageTier::kHot);
+  pool.EndWrite(r.page);
+
+  // (The rotating writer sealed its stale page, i.e. that COLD page; the
+  // next migration opens another.) Sealed early, a COLD page with live
+  // bytes is the fullest sealed COLD page; one without is never chosen.
+  uint64_t live = 0;
+  EXPECT_EQ(pool.FullestSealedPage(PageTier::kCold, &live), kNoPage);
+  ASSERT_TRUE(pool.ReserveForColdMigration(512, /*for_drain=*/false, &r));
+  const uint32_t cold = r.page;
+  EXPECT_EQ(pool.TierOf(cold), PageTier::kCold);
+  pool.Publish(cold, 512);
+  pool.EndWrite(cold);
+  ASSERT_TRUE(pool.SealColdPage(&waste));
+  EXPECT_EQ(pool.FullestSealedPage(PageTier::kCold, &live), cold);
+  EXPECT_EQ(live, 512u);
+  EXPECT_FALSE(pool.SealColdPage(&waste)) << "no open COLD page left";
+}
+
 TEST(PagePoolTest, SparsestSealedPageIgnoresOpenPages) {
   Block block(6);
   PagePool pool(block.data, 6, kPageSize, std::pmr::new_delete_resource());

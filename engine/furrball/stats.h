@@ -67,6 +67,13 @@ struct NodeStatsSnapshot {
   uint64_t spill_errors = 0;         // failed writes, failed/corrupt reads
   uint64_t spill_keys_indexed = 0;   // keys whose only copy is on disk now
   uint64_t spill_disk_bytes = 0;     // this node's blob bytes on disk now
+
+  // Cold pages (FurrBallOptions::spill_cold_pages; all 0 when off).
+  uint64_t cold_keys_marked = 0;      // ARC's coldest keys queued to move
+  uint64_t cold_migrations = 0;       // moved to COLD pages, by anyone
+  uint64_t cold_migrations_cooperative = 0;  // ... of which by Sets
+  uint64_t cold_pages_spilled = 0;    // COLD pages spilled/evicted whole
+  uint64_t cold_fallbacks = 0;        // refills that used ForceEvictOne
 };
 
 }  // namespace furrballs

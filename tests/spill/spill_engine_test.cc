@@ -6,6 +6,11 @@
 // statistics (yield, never sleep) with a generous bound, and assert only
 // what must hold whatever the interleaving: a Get returns the newest
 // acknowledged value or a miss, never an older or foreign one.
+//
+// Every test runs twice: with ARC's victims spilled through the victim
+// batch (VictimBatch, the default) and with the report's compactor, cold
+// keys moved to COLD pages that are spilled whole (ColdPages,
+// FurrBallOptions::spill_cold_pages).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,11 +55,14 @@ NodeStatsSnapshot Total(const FurrBall& ball) {
     t.spill_disk_bytes += s.spill_disk_bytes;
     t.pages_empty += s.pages_empty;
     t.page_evictions += s.page_evictions;
+    t.cold_migrations += s.cold_migrations;
+    t.cold_pages_spilled += s.cold_pages_spilled;
+    t.cold_fallbacks += s.cold_fallbacks;
   }
   return t;
 }
 
-class SpillEngineTest : public ::testing::Test {
+class SpillEngineTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     std::string name =
@@ -76,6 +84,7 @@ class SpillEngineTest : public ::testing::Test {
     o.maintenance_interval = std::chrono::milliseconds(1);
     o.clock = &clock_;
     o.spill_dir = dir_.string();
+    o.spill_cold_pages = GetParam();
     return o;
   }
 
@@ -112,7 +121,7 @@ class SpillEngineTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(SpillEngineTest, WorkingSetLargerThanMemoryComesBackFromDisk) {
+TEST_P(SpillEngineTest, WorkingSetLargerThanMemoryComesBackFromDisk) {
   auto ball = Open(Options());
   ASSERT_NE(ball, nullptr);
   constexpr int kKeys = 6000;  // about 3x the memory
@@ -136,13 +145,21 @@ TEST_F(SpillEngineTest, WorkingSetLargerThanMemoryComesBackFromDisk) {
               (unsigned long long)read.spill_ghost_hits,
               (unsigned long long)read.page_evictions);
   EXPECT_GT(read.spill_ghost_hits, 0u);
+  if (GetParam()) {
+    std::printf("cold migrations=%llu cold pages spilled=%llu fallbacks=%llu\n",
+                (unsigned long long)read.cold_migrations,
+                (unsigned long long)read.cold_pages_spilled,
+                (unsigned long long)read.cold_fallbacks);
+    EXPECT_GT(read.cold_migrations, 0u);
+    EXPECT_GT(read.cold_pages_spilled, 0u);
+  }
   // Memory alone holds fewer than 2,100 of these values.
   EXPECT_GT(found, 2100) << "the spill tier must hold more than memory";
 }
 
 // With key-only reloads a ghost hit brings back just the key asked for; the
 // rest of its page stays on disk and is still served, one key at a time.
-TEST_F(SpillEngineTest, KeyOnlyReloadBringsBackOneKeyPerGhostHit) {
+TEST_P(SpillEngineTest, KeyOnlyReloadBringsBackOneKeyPerGhostHit) {
   FurrBallOptions o = Options();
   o.spill_reload_whole_page = false;
   auto ball = Open(o);
@@ -173,7 +190,7 @@ TEST_F(SpillEngineTest, KeyOnlyReloadBringsBackOneKeyPerGhostHit) {
 // third of the keys are overwritten and then deleted: the delete erases the
 // new in-memory copy, so a spilled copy the overwrite had left indexed
 // would be reloaded by the next Get.
-TEST_F(SpillEngineTest, OverwrittenOrDeletedSpilledKeysNeverComeBack) {
+TEST_P(SpillEngineTest, OverwrittenOrDeletedSpilledKeysNeverComeBack) {
   FurrBallOptions o = Options();
   constexpr int kKeys = 6000;
   constexpr int kChanged = 1500;  // the oldest keys, most of them on disk
@@ -212,7 +229,7 @@ TEST_F(SpillEngineTest, OverwrittenOrDeletedSpilledKeysNeverComeBack) {
   check(*ball);
 }
 
-TEST_F(SpillEngineTest, SpilledKeysExpireAndTouchExtendsThem) {
+TEST_P(SpillEngineTest, SpilledKeysExpireAndTouchExtendsThem) {
   auto ball = Open(Options());
   ASSERT_NE(ball, nullptr);
   Write(*ball, 0, 500, 1, /*ttl_ms=*/1000);
@@ -237,7 +254,7 @@ TEST_F(SpillEngineTest, SpilledKeysExpireAndTouchExtendsThem) {
 // A graceful shutdown and a reopen with the same directory serve every key
 // that was there, with the same value and version; new versions stay above
 // the old ones.
-TEST_F(SpillEngineTest, WarmRestartServesTheSameKeysValuesAndVersions) {
+TEST_P(SpillEngineTest, WarmRestartServesTheSameKeysValuesAndVersions) {
   FurrBallOptions o = Options();
   o.hash_seed = 42;
   constexpr int kKeys = 5000;
@@ -277,7 +294,7 @@ TEST_F(SpillEngineTest, WarmRestartServesTheSameKeysValuesAndVersions) {
 // The spilled pages' blob files are corrupted between a graceful stop and
 // the restart: every key reads as its own value or a miss, the failures are
 // counted, and the cache keeps serving (writes and reads work).
-TEST_F(SpillEngineTest, CorruptedSpillFilesAreMissesNeverWrongValues) {
+TEST_P(SpillEngineTest, CorruptedSpillFilesAreMissesNeverWrongValues) {
   FurrBallOptions o = Options();
   constexpr int kKeys = 5000;
   {
@@ -321,7 +338,7 @@ TEST_F(SpillEngineTest, CorruptedSpillFilesAreMissesNeverWrongValues) {
   }
 }
 
-TEST_F(SpillEngineTest, WarmRestartOffStartsCold) {
+TEST_P(SpillEngineTest, WarmRestartOffStartsCold) {
   FurrBallOptions o = Options();
   {
     auto ball = Open(o);
@@ -335,7 +352,7 @@ TEST_F(SpillEngineTest, WarmRestartOffStartsCold) {
 
 // kill -9 in the middle of spilling: the next Open must be cold (no torn,
 // stale or foreign value can be served), and work.
-TEST_F(SpillEngineTest, CrashedProcessRestartsCold) {
+TEST_P(SpillEngineTest, CrashedProcessRestartsCold) {
   FurrBallOptions o = Options();
   {
     auto ball = Open(o);  // a previous graceful run, so there is history
@@ -366,6 +383,11 @@ TEST_F(SpillEngineTest, CrashedProcessRestartsCold) {
     EXPECT_EQ(v, Value(i, 6));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(SpillMode, SpillEngineTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "ColdPages" : "VictimBatch";
+                         });
 
 }  // namespace
 }  // namespace furrballs
