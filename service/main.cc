@@ -70,6 +70,14 @@ ABSL_FLAG(bool, warm_restart, true,
           "page and the index, and the next start with the same --data_dir "
           "serves the same keys; false starts cold. After a crash the start "
           "is cold either way.");
+ABSL_FLAG(std::string, spill_reload, "key",
+          "With --spill, what a miss of a spilled key reads back: key (that "
+          "key alone) or page (every key spilled with it, the report's "
+          "speculative reload; for workloads that read such keys together).");
+ABSL_FLAG(bool, spill_cold_pages, false,
+          "With --spill: move ARC's coldest keys to COLD pages in memory and "
+          "spill those pages whole (the report's compactor) instead of "
+          "batching ARC's victims; measured no better here (docs/spill.md).");
 ABSL_FLAG(std::string, dispatch, "direct",
           "direct: run each op in the gRPC thread against its owner's shard; "
           "nodejob: queue it to the owning node's worker (batched, write "
@@ -158,7 +166,14 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
     o.engine.spill_disk_budget_bytes = absl::GetFlag(FLAGS_spill_disk_mb)
                                        << 20;
     o.engine.warm_restart = absl::GetFlag(FLAGS_warm_restart);
+    o.engine.spill_cold_pages = absl::GetFlag(FLAGS_spill_cold_pages);
   }
+  const std::string reload = absl::GetFlag(FLAGS_spill_reload);
+  if (reload != "key" && reload != "page") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--spill_reload=", reload, ": expected key or page"));
+  }
+  o.engine.spill_reload_whole_page = reload == "page";
   const std::string dispatch = absl::GetFlag(FLAGS_dispatch);
   if (dispatch == "nodejob") {
     o.dispatch.mode = DispatchMode::kNodeJob;

@@ -345,6 +345,12 @@ class ConcurrentARC {
   // holds the lock (a read-only period), and a background thread spinning
   // on the write path's lock steals time slices from the requests it is
   // waiting behind (seen in docs/engine_bench.md's profile on 2 CPUs).
+  // Returns once every critical section of ARC's lock that began before the
+  // call has ended. An eviction erases its victim and runs the eviction
+  // callback inside one such section, so after this a caller sees either
+  // the victim in the table or what the callback did with it.
+  void WaitForEvictionsInFlight() { SpinLockHolder hold(lock_); }
+
   bool TryDrainPromotions() {
     if (!lock_.try_lock()) return false;
     DrainLocked();

@@ -602,6 +602,11 @@ absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
     so.dir = options.spill_dir;
     so.node_count = static_cast<int>(nodes.size());
     so.disk_budget_bytes = options.spill_disk_budget_bytes;
+    // A sixteenth of a node's memory budget per memtable, 1-64 MiB: at
+    // most an eighth of the budget (two memtables) outside it.
+    so.write_buffer_bytes = std::clamp<uint64_t>(
+        options.memory_budget_bytes / nodes.size() / 16, uint64_t{1} << 20,
+        uint64_t{64} << 20);
     so.env = options.spill_env;
     so.cold_start = !options.warm_restart;
     std::optional<std::string> manifest;

@@ -269,6 +269,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
   const uint32_t size = static_cast<uint32_t>(value.size());
   const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(size));
   const uint64_t now = NowMs();
+  bool waited_for_evictions = false;
   for (;;) {
     const std::optional<KeyMeta> cur = arc_->Peek(h);
     // A key whose only copy is spilled is live for the conditions too. Under
@@ -277,6 +278,15 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
     const bool live_spilled = !cur.has_value() && spill_index_ != nullptr &&
                               spill_index_->Lookup(h, &spilled) &&
                               !spilled.Expired(now);
+    // ... except for an ARC victim between its erase and its indexing
+    // (spill_index.h, "victim"): a condition must not decide on that, so
+    // wait for ARC's critical section to end and look again.
+    if (options.mode != SetMode::kAlways && spill_index_ != nullptr &&
+        !cur.has_value() && !live_spilled && !waited_for_evictions) {
+      arc_->WaitForEvictionsInFlight();
+      waited_for_evictions = true;
+      continue;
+    }
     const bool live = (cur.has_value() && !cur->Expired(now)) || live_spilled;
     const uint64_t live_version = cur.has_value() ? cur->version
                                                   : spilled.version;
@@ -439,7 +449,11 @@ Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
     });
     if (err == Error::kAbandonedSet) continue;
     if (err == Error::kKeyNotFound && spill_index_ != nullptr) {
-      // A spilled key's expiry lives in its index entry.
+      // A spilled key's expiry lives in its index entry. A victim between
+      // its erase and its indexing is in neither place: wait for ARC's
+      // critical section to end, then look again (spill_index.h, "victim").
+      arc_->WaitForEvictionsInFlight();
+      if (arc_->Peek(h).has_value()) continue;
       SpilledKey spilled;
       if (spill_index_->Lookup(h, &spilled) && !spilled.Expired(now) &&
           spill_index_->SetExpiry(h, expiry)) {
@@ -525,24 +539,40 @@ void NodeShard::FlushVictimBatchIfFull() {
 }
 
 void NodeShard::FlushVictimBatch(bool force) {
-  MutexLock l(&batch_mu_);
-  if (batch_ == nullptr) return;
-  if (!force && batch_->data_bytes() < pool_.page_size()) return;
-  // The blob is written with batch_mu_ held: a reload of one of its keys
-  // meanwhile waits here rather than missing.
-  const std::string bytes = batch_->Finish();
-  const absl::Status put =
-      config_.spill_store->Put(config_.node_index, batch_page_id_, bytes);
-  if (put.ok()) {
-    stats_.Add(Counter::kSpillPages);
-    stats_.Add(Counter::kSpillBytes, bytes.size());
-  } else {
-    // The keys are indexed under a page the store does not have: their
-    // reloads miss (and drop the entries). Never a wrong value.
-    stats_.Add(Counter::kSpillErrors);
+  // The blob is written with no lock held: batch_mu_ is taken under ARC's
+  // lock (OnEvict), so it must never wait for the disk. Meanwhile the blob
+  // is the in-flight page, which a reload of one of its keys reads from
+  // memory.
+  std::shared_ptr<const std::string> bytes;
+  uint64_t page_id = 0;
+  {
+    MutexLock l(&batch_mu_);
+    if (batch_ == nullptr || inflight_ != nullptr) return;  // one at a time
+    if (!force && batch_->data_bytes() < pool_.page_size()) return;
+    bytes = std::make_shared<const std::string>(batch_->Finish());
+    page_id = batch_page_id_;
+    inflight_ = bytes;
+    inflight_page_id_ = page_id;
+    batch_.reset();
+    batch_full_.store(false, std::memory_order_relaxed);
   }
-  batch_.reset();
-  batch_full_.store(false, std::memory_order_relaxed);
+  // Every key of the batch may have left it already (overwritten, deleted,
+  // reloaded): then there is nothing to write.
+  if (spill_index_->HasKeys(page_id)) {
+    const absl::Status put =
+        config_.spill_store->Put(config_.node_index, page_id, *bytes);
+    if (put.ok()) {
+      stats_.Add(Counter::kSpillPages);
+      stats_.Add(Counter::kSpillBytes, bytes->size());
+    } else {
+      // The keys are indexed under a page the store does not have: their
+      // reloads miss (and drop the entries). Never a wrong value.
+      stats_.Add(Counter::kSpillErrors);
+    }
+  }
+  MutexLock l(&batch_mu_);
+  inflight_.reset();
+  inflight_page_id_ = 0;
 }
 
 bool NodeShard::EraseAndAccount(const HashPair& h, Counter reason) {
@@ -1171,8 +1201,14 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
         spill_index_->Add(c.hash, entry);  // before the erase: no miss window
         if (EraseAndAccount(c.hash, Counter::kSpilledKeys)) {
           ++indexed;
-        } else {
+        } else if (arc_->Peek(c.hash).has_value()) {
+          // Still in memory (its slot stayed busy): memory keeps it.
           spill_index_->TakeIf(c.hash, entry);
+        } else {
+          // An ARC eviction took it meanwhile, as the same version (we hold
+          // its key lock): this page's copy is as good as the victim's,
+          // whose entry ours replaced; keep it.
+          ++indexed;
         }
       }
       lock.unlock();
@@ -1195,6 +1231,8 @@ GetResult NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
     MutexLock l(&batch_mu_);
     if (batch_ != nullptr && batch_page_id_ == page_id) {
       pending = batch_->Finish();
+    } else if (inflight_ != nullptr && inflight_page_id_ == page_id) {
+      pending = *inflight_;
     }
   }
   if (const EngineTestHooks* t = TestHooks();
@@ -1311,15 +1349,23 @@ void NodeShard::SweepSpillIndex() {
 }
 
 void NodeShard::DeleteDeadSpillPages() {
-  // Runs on the worker, the only thread that indexes keys under a page id
-  // again after all of its keys left (the victim batch keeps its id until
-  // it is written), so HasKeys stays true until the delete.
+  // Keys are indexed under a page id again after all of its keys left only
+  // while it is the victim batch (any thread's OnEvict may add to it), and
+  // a page is written only as the batch or in flight. So a dead page that
+  // is neither has no keys for good; one that is comes back to the dead
+  // list for a later pass, so that its blob is deleted once written.
   for (uint64_t page_id : spill_index_->TakeDeadPages()) {
+    bool busy;
     {
       MutexLock l(&batch_mu_);
-      if (batch_ != nullptr && batch_page_id_ == page_id) continue;
+      busy = (batch_ != nullptr && batch_page_id_ == page_id) ||
+             (inflight_ != nullptr && inflight_page_id_ == page_id);
     }
     if (spill_index_->HasKeys(page_id)) continue;
+    if (busy) {
+      spill_index_->RequeueDeadPage(page_id);
+      continue;
+    }
     config_.spill_store->Delete(config_.node_index, page_id).IgnoreError();
   }
 }

@@ -34,9 +34,13 @@
 // page (PagePool::Unpublish). That keeps the per-page live/dead accounting
 // exact, which page recycling depends on.
 //
-// Lock order: key lock -> reclaim mutex -> (ARC SpinLock | CMap slot seq).
-// The reclaim mutex holder never waits for a key lock (TTL reclamation only
-// try-locks), and nobody blocks while holding a slot seq or the ARC lock.
+// Lock order: key lock -> reclaim mutex -> (ARC SpinLock | CMap slot seq)
+// -> batch_mu_ -> the spill index's mutexes. The reclaim mutex holder never
+// waits for a key lock (TTL reclamation only try-locks), and nobody blocks
+// while holding a slot seq or the ARC lock: batch_mu_ and the index's
+// mutexes are leaves held only for in-memory work (FlushVictimBatch writes
+// its blob with no lock held), so an eviction callback that takes batch_mu_
+// under ARC's lock waits for memory copies at most.
 //
 // ---------------------------------------------------------------------------
 // The Get protocol (seqlock read across CMap and page)
@@ -465,6 +469,10 @@ class NodeShard {
   Mutex batch_mu_;
   std::unique_ptr<spill::PageBlobBuilder> batch_ ABSL_GUARDED_BY(batch_mu_);
   uint64_t batch_page_id_ ABSL_GUARDED_BY(batch_mu_) = 0;
+  // The last batch while FlushVictimBatch writes it (with no lock held);
+  // reloads of its keys read it from here.
+  std::shared_ptr<const std::string> inflight_ ABSL_GUARDED_BY(batch_mu_);
+  uint64_t inflight_page_id_ ABSL_GUARDED_BY(batch_mu_) = 0;
   // The batch holds a page of values (a hint read without batch_mu_).
   std::atomic<bool> batch_full_{false};
 

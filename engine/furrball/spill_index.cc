@@ -16,6 +16,9 @@ bool SpillIndex::Lookup(const HashPair& h, SpilledKey* out) const {
 }
 
 void SpillIndex::Add(const HashPair& h, const SpilledKey& key) {
+  // The page is counted before the entry is visible, so that a Take of it
+  // racing this Add never releases a page that was not retained yet.
+  Retain(key.page_id);
   SpilledKey old;
   bool replaced = false;
   {
@@ -31,7 +34,6 @@ void SpillIndex::Add(const HashPair& h, const SpilledKey& key) {
     }
     NoteExpiry(replaced ? old.expiry_ms : 0, key.expiry_ms);
   }
-  Retain(key.page_id);
   if (replaced) Release(old.page_id);
 }
 
@@ -158,6 +160,11 @@ std::vector<std::pair<HashPair, SpilledKey>> SpillIndex::FindStale(
 std::vector<uint64_t> SpillIndex::TakeDeadPages() {
   MutexLock l(&pages_mu_);
   return std::exchange(dead_pages_, {});
+}
+
+void SpillIndex::RequeueDeadPage(uint64_t page_id) {
+  MutexLock l(&pages_mu_);
+  if (page_keys_.count(page_id) == 0) dead_pages_.push_back(page_id);
 }
 
 bool SpillIndex::HasKeys(uint64_t page_id) {

@@ -19,7 +19,9 @@
 //            (which takes ARC's lock, after the victim's critical section)
 //            removes any entry older than its write (TakeIfOlder), and
 //            Delete looks at the index only after its Erase, which takes
-//            ARC's lock too.
+//            ARC's lock too. A conditional Set or a Touch that finds the key
+//            in neither place passes through ARC's lock once
+//            (WaitForEvictionsInFlight) and looks again before deciding.
 //   reload   re-inserts the key only if the entry is still exactly the one
 //            the blob was read for (same page id and version), then removes
 //            it.
@@ -89,6 +91,9 @@ class SpillIndex {
   // since (a page still being assembled can be), which HasKeys tells.
   std::vector<uint64_t> TakeDeadPages();
   bool HasKeys(uint64_t page_id);
+  // Puts a page TakeDeadPages returned back on the dead list (its blob could
+  // not be deleted yet), unless keys were indexed under it since.
+  void RequeueDeadPage(uint64_t page_id);
 
   // The store removed these pages (disk budget): their entries are stale.
   void MarkPagesGone(const std::vector<uint64_t>& page_ids);

@@ -58,7 +58,7 @@ bool Read(std::string_view in, size_t* pos, T* v) {
   return true;
 }
 
-rocksdb::ColumnFamilyOptions PageFamilyOptions() {
+rocksdb::ColumnFamilyOptions PageFamilyOptions(uint64_t write_buffer_bytes) {
   rocksdb::ColumnFamilyOptions o;
   o.enable_blob_files = true;
   o.min_blob_size = 0;
@@ -67,8 +67,8 @@ rocksdb::ColumnFamilyOptions PageFamilyOptions() {
   o.enable_blob_garbage_collection = true;
   o.blob_garbage_collection_age_cutoff = 0.5;
   o.compression = rocksdb::kNoCompression;
-  o.write_buffer_size = size_t{64} << 20;
-  o.max_write_buffer_number = 3;
+  o.write_buffer_size = write_buffer_bytes;
+  o.max_write_buffer_number = 2;
   o.target_file_size_base = uint64_t{64} << 20;
   return o;
 }
@@ -111,7 +111,8 @@ absl::Status SpillStore::OpenDb() {
   families.emplace_back(rocksdb::kDefaultColumnFamilyName,
                         rocksdb::ColumnFamilyOptions());
   for (int n = 0; n < options_.node_count; ++n) {
-    families.emplace_back(NodeFamily(n), PageFamilyOptions());
+    families.emplace_back(NodeFamily(n),
+                          PageFamilyOptions(options_.write_buffer_bytes));
   }
   // Families of an earlier run with more nodes must be opened too.
   std::vector<std::string> existing;
@@ -120,7 +121,10 @@ absl::Status SpillStore::OpenDb() {
     for (const std::string& name : existing) {
       bool known = false;
       for (const auto& f : families) known |= f.name == name;
-      if (!known) families.emplace_back(name, PageFamilyOptions());
+      if (!known) {
+        families.emplace_back(name,
+                              PageFamilyOptions(options_.write_buffer_bytes));
+      }
     }
   }
   rocksdb::DB* db = nullptr;

@@ -68,6 +68,10 @@ struct SpillStoreOptions {
   // Bytes of page blobs kept; beyond it the oldest pages (lowest page id,
   // over all nodes) are removed. 0 = no limit.
   uint64_t disk_budget_bytes = uint64_t{1} << 30;
+  // Memtable bytes per node (RocksDB write_buffer_size; at most two per node
+  // exist at once). Memory outside the cache's budget: FurrBall sizes it
+  // from the node budget.
+  uint64_t write_buffer_bytes = uint64_t{64} << 20;
   // Tests inject faults through a custom Env; nullptr = the default Env.
   rocksdb::Env* env = nullptr;
   // Discard whatever the directory holds, manifest or not (a server started

@@ -11,10 +11,13 @@
 // batch (VictimBatch, the default) and with the report's compactor, cold
 // keys moved to COLD pages that are spilled whole (ColdPages,
 // FurrBallOptions::spill_cold_pages).
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -62,6 +66,10 @@ NodeStatsSnapshot Total(const FurrBall& ball) {
   return t;
 }
 
+// Set in the environment of the child process CrashedProcessRestartsCold
+// starts (this test binary again, filtered to that test).
+constexpr char kCrashChildEnv[] = "FURRBALLS_SPILL_CRASH_CHILD";
+
 class SpillEngineTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
@@ -71,7 +79,8 @@ class SpillEngineTest : public ::testing::TestWithParam<bool> {
       if (c == '/') c = '_';
     }
     dir_ = fs::path(::testing::TempDir()) / name;
-    fs::remove_all(dir_);
+    // A crash child (CrashedProcessRestartsCold) works on its parent's data.
+    if (std::getenv(kCrashChildEnv) == nullptr) fs::remove_all(dir_);
   }
 
   FurrBallOptions Options() {
@@ -182,6 +191,34 @@ TEST_P(SpillEngineTest, KeyOnlyReloadBringsBackOneKeyPerGhostHit) {
   EXPECT_GT(t.spill_ghost_hits, 1000u);
   EXPECT_EQ(reloaded_keys, t.spill_ghost_hits)
       << "one key re-inserted per ghost hit";
+  EXPECT_GT(found, 2100);
+}
+
+// With whole-page reloads (the report's speculative reload) a ghost hit
+// brings back the other live keys of its page too.
+TEST_P(SpillEngineTest, WholePageReloadBringsBackItsPage) {
+  FurrBallOptions o = Options();
+  o.spill_reload_whole_page = true;
+  auto ball = Open(o);
+  ASSERT_NE(ball, nullptr);
+  constexpr int kKeys = 6000;
+  Write(*ball, 0, kKeys, 1);
+  int found = 0;
+  std::string v;
+  for (int i = 0; i < kKeys; ++i) {
+    const GetResult g = ball->Get(Key(i), &v);
+    if (!g.found) continue;
+    ASSERT_EQ(v, Value(i, 1)) << i;
+    ++found;
+  }
+  const NodeStatsSnapshot t = Total(*ball);
+  uint64_t reloaded_keys = 0;
+  for (const NodeStatsSnapshot& s : ball->Stats()) {
+    reloaded_keys += s.spill_reloaded_keys;
+  }
+  EXPECT_GT(t.spill_ghost_hits, 10u);
+  EXPECT_GT(reloaded_keys, 4 * t.spill_ghost_hits)
+      << "a ghost hit should bring back its page's other keys";
   EXPECT_GT(found, 2100);
 }
 
@@ -354,19 +391,37 @@ TEST_P(SpillEngineTest, WarmRestartOffStartsCold) {
 // stale or foreign value can be served), and work.
 TEST_P(SpillEngineTest, CrashedProcessRestartsCold) {
   FurrBallOptions o = Options();
-  {
-    auto ball = Open(o);  // a previous graceful run, so there is history
-    Write(*ball, 0, 3000, 1);
-  }
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  if (std::getenv(kCrashChildEnv) != nullptr) {
+    // The child: spill under load, then die without any shutdown.
     absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
     if (!ball.ok()) _exit(2);
     for (int i = 0; i < 6000; ++i) (*ball)->Set(Key(i), Value(i, 5));
     kill(getpid(), SIGKILL);
     _exit(3);
   }
+  {
+    auto ball = Open(o);  // a previous graceful run, so there is history
+    Write(*ball, 0, 3000, 1);
+  }
+  // A fresh process (this binary, this test only), not a fork: a fork of a
+  // process whose RocksDB background threads hold locks can deadlock.
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter = std::string("--gtest_filter=") +
+                             info->test_suite_name() + "." + info->name();
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  env_strings.push_back(std::string(kCrashChildEnv) + "=1");
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string self = "/proc/self/exe";
+  std::string arg = filter;
+  char* argv[] = {self.data(), arg.data(), nullptr};
+  pid_t child = 0;
+  ASSERT_EQ(posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, argv,
+                        envp.data()),
+            0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
