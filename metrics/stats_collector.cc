@@ -246,6 +246,26 @@ void AddEngine(std::vector<MetricFamily>& out,
   AddPerNode<N>(out, "furrballs_spill_disk_bytes",
                 "Page-blob bytes the spill store holds for the node.", kGauge,
                 s, nodes, nullptr, {{nullptr, &N::spill_disk_bytes}});
+  // The compactor (--spill_cold_pages); zero when it is off.
+  AddPerNode<N>(out, "furrballs_cold_keys_marked_total",
+                "ARC's coldest keys queued to move to COLD pages.", kCounter,
+                s, nodes, nullptr, {{nullptr, &N::cold_keys_marked}});
+  AddPerNode<N>(out, "furrballs_cold_migrations_total",
+                "Keys moved to COLD pages, by the node's worker or by Sets.",
+                kCounter, s, nodes, nullptr, {{nullptr, &N::cold_migrations}});
+  AddPerNode<N>(out, "furrballs_cold_migrations_by_sets_total",
+                "Keys moved to COLD pages by Sets (cooperative migration; "
+                "also counted in furrballs_cold_migrations_total).",
+                kCounter, s, nodes, nullptr,
+                {{nullptr, &N::cold_migrations_cooperative}});
+  AddPerNode<N>(out, "furrballs_cold_pages_spilled_total",
+                "COLD pages spilled (or, without the spill tier, evicted) "
+                "whole.",
+                kCounter, s, nodes, nullptr, {{nullptr, &N::cold_pages_spilled}});
+  AddPerNode<N>(out, "furrballs_cold_fallbacks_total",
+                "Reserve refills that had no COLD page to spill and asked ARC "
+                "for victims instead.",
+                kCounter, s, nodes, nullptr, {{nullptr, &N::cold_fallbacks}});
 }
 
 void AddDispatch(std::vector<MetricFamily>& out,
