@@ -48,15 +48,7 @@ void HoldFirstReload(const HashPair&) {
   while (!g_pause->release.load()) std::this_thread::yield();
 }
 
-bool Await(const std::atomic<bool>& flag) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!flag.load()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
+using spill_testing::Await;
 
 // One op and its completion flag.
 struct Call {

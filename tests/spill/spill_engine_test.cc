@@ -31,6 +31,7 @@
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
+#include "tests/spill/spill_test_util.h"
 
 namespace furrballs {
 namespace {
@@ -48,23 +49,16 @@ std::string Value(int i, int generation) {
 }
 
 NodeStatsSnapshot Total(const FurrBall& ball) {
-  NodeStatsSnapshot t;
-  for (const NodeStatsSnapshot& s : ball.Stats()) {
-    t.spill_pages_written += s.spill_pages_written;
-    t.spill_keys_written += s.spill_keys_written;
-    t.spill_reloads += s.spill_reloads;
-    t.spill_ghost_hits += s.spill_ghost_hits;
-    t.spill_errors += s.spill_errors;
-    t.spill_keys_indexed += s.spill_keys_indexed;
-    t.spill_disk_bytes += s.spill_disk_bytes;
-    t.pages_empty += s.pages_empty;
-    t.page_evictions += s.page_evictions;
-    t.cold_migrations += s.cold_migrations;
-    t.cold_pages_spilled += s.cold_pages_spilled;
-    t.cold_fallbacks += s.cold_fallbacks;
-  }
-  return t;
+  return spill_testing::SpillTotals(ball);
 }
+
+// What reading every key back once found: keys found, ghost hits, keys
+// re-inserted by reloads.
+struct ReadBack {
+  int found = 0;
+  uint64_t ghost_hits = 0;
+  uint64_t reloaded_keys = 0;
+};
 
 // Set in the environment of the child process CrashedProcessRestartsCold
 // starts (this test binary again, filtered to that test).
@@ -73,26 +67,13 @@ constexpr char kCrashChildEnv[] = "FURRBALLS_SPILL_CRASH_CHILD";
 class SpillEngineTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    std::string name =
-        ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : name) {
-      if (c == '/') c = '_';
-    }
-    dir_ = fs::path(::testing::TempDir()) / name;
     // A crash child (CrashedProcessRestartsCold) works on its parent's data.
-    if (std::getenv(kCrashChildEnv) == nullptr) fs::remove_all(dir_);
+    dir_ = std::getenv(kCrashChildEnv) == nullptr ? spill_testing::FreshTestDir()
+                                                  : spill_testing::TestDir();
   }
 
   FurrBallOptions Options() {
-    FurrBallOptions o;
-    o.node_count = 2;
-    o.simulate_topology = true;
-    o.memory_budget_bytes = 2 << 20;  // 16 pages of 64 KiB per node
-    o.page_size_bytes = 64 << 10;
-    o.max_value_bytes = 16 << 10;
-    o.maintenance_interval = std::chrono::milliseconds(1);
-    o.clock = &clock_;
-    o.spill_dir = dir_.string();
+    FurrBallOptions o = spill_testing::SmallSpillCache(dir_, &clock_);
     o.spill_cold_pages = GetParam();
     return o;
   }
@@ -117,13 +98,30 @@ class SpillEngineTest : public ::testing::TestWithParam<bool> {
   }
 
   static void WaitForFreePages(FurrBall& ball) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (Total(ball).pages_empty < 4) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << "the workers never freed pages";
-      std::this_thread::yield();
+    spill_testing::WaitFor("the workers never freed pages",
+                           [&] { return Total(ball).pages_empty >= 4; });
+  }
+
+  // Writes 6,000 keys (3x memory), then reads each back once.
+  ReadBack WriteAndReadBack(bool whole_page) {
+    FurrBallOptions o = Options();
+    o.spill_reload_whole_page = whole_page;
+    ReadBack r;
+    auto ball = Open(o);
+    if (ball == nullptr) return r;
+    constexpr int kKeys = 6000;
+    Write(*ball, 0, kKeys, 1);
+    std::string v;
+    for (int i = 0; i < kKeys; ++i) {
+      if (!ball->Get(Key(i), &v).found) continue;
+      EXPECT_EQ(v, Value(i, 1)) << i;
+      ++r.found;
     }
+    for (const NodeStatsSnapshot& s : ball->Stats()) {
+      r.ghost_hits += s.spill_ghost_hits;
+      r.reloaded_keys += s.spill_reloaded_keys;
+    }
+    return r;
   }
 
   ManualClock clock_;
@@ -166,60 +164,23 @@ TEST_P(SpillEngineTest, WorkingSetLargerThanMemoryComesBackFromDisk) {
   EXPECT_GT(found, 2100) << "the spill tier must hold more than memory";
 }
 
-// With key-only reloads a ghost hit brings back just the key asked for; the
-// rest of its page stays on disk and is still served, one key at a time.
+// With key-only reloads (the default) a ghost hit brings back just the key
+// asked for; the rest of its page stays on disk and is still served, one key
+// at a time. With whole-page reloads (the report's speculative reload) it
+// brings back the page's other live keys too.
 TEST_P(SpillEngineTest, KeyOnlyReloadBringsBackOneKeyPerGhostHit) {
-  FurrBallOptions o = Options();
-  o.spill_reload_whole_page = false;
-  auto ball = Open(o);
-  ASSERT_NE(ball, nullptr);
-  constexpr int kKeys = 6000;
-  Write(*ball, 0, kKeys, 1);
-  int found = 0;
-  std::string v;
-  for (int i = 0; i < kKeys; ++i) {
-    const GetResult g = ball->Get(Key(i), &v);
-    if (!g.found) continue;
-    ASSERT_EQ(v, Value(i, 1)) << i;
-    ++found;
-  }
-  const NodeStatsSnapshot t = Total(*ball);
-  uint64_t reloaded_keys = 0;
-  for (const NodeStatsSnapshot& s : ball->Stats()) {
-    reloaded_keys += s.spill_reloaded_keys;
-  }
-  EXPECT_GT(t.spill_ghost_hits, 1000u);
-  EXPECT_EQ(reloaded_keys, t.spill_ghost_hits)
-      << "one key re-inserted per ghost hit";
-  EXPECT_GT(found, 2100);
+  const ReadBack r = WriteAndReadBack(/*whole_page=*/false);
+  EXPECT_GT(r.ghost_hits, 1000u);
+  EXPECT_EQ(r.reloaded_keys, r.ghost_hits) << "one key re-inserted per ghost hit";
+  EXPECT_GT(r.found, 2100);
 }
 
-// With whole-page reloads (the report's speculative reload) a ghost hit
-// brings back the other live keys of its page too.
 TEST_P(SpillEngineTest, WholePageReloadBringsBackItsPage) {
-  FurrBallOptions o = Options();
-  o.spill_reload_whole_page = true;
-  auto ball = Open(o);
-  ASSERT_NE(ball, nullptr);
-  constexpr int kKeys = 6000;
-  Write(*ball, 0, kKeys, 1);
-  int found = 0;
-  std::string v;
-  for (int i = 0; i < kKeys; ++i) {
-    const GetResult g = ball->Get(Key(i), &v);
-    if (!g.found) continue;
-    ASSERT_EQ(v, Value(i, 1)) << i;
-    ++found;
-  }
-  const NodeStatsSnapshot t = Total(*ball);
-  uint64_t reloaded_keys = 0;
-  for (const NodeStatsSnapshot& s : ball->Stats()) {
-    reloaded_keys += s.spill_reloaded_keys;
-  }
-  EXPECT_GT(t.spill_ghost_hits, 10u);
-  EXPECT_GT(reloaded_keys, 4 * t.spill_ghost_hits)
+  const ReadBack r = WriteAndReadBack(/*whole_page=*/true);
+  EXPECT_GT(r.ghost_hits, 10u);
+  EXPECT_GT(r.reloaded_keys, 4 * r.ghost_hits)
       << "a ghost hit should bring back its page's other keys";
-  EXPECT_GT(found, 2100);
+  EXPECT_GT(r.found, 2100);
 }
 
 // Overwrite or delete keys after they were spilled: the old copies must

@@ -67,16 +67,7 @@ void OnBeforeInsert(const HashPair& h) {
   if (IsVictim(h) && g_rv->victim_paused.load()) g_rv->writer_at_insert = true;
 }
 
-// Yields until `flag` is set, or gives up after a bound (false).
-bool Await(const std::atomic<bool>& flag) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!flag.load()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
+using spill_testing::Await;
 
 TEST(SpillRaceTest, WriterBetweenVictimEraseAndIndexCannotResurrectIt) {
   Rendezvous rv;

@@ -4,6 +4,7 @@
 #ifndef FURRBALLS_TESTS_SPILL_SPILL_TEST_UTIL_H_
 #define FURRBALLS_TESTS_SPILL_SPILL_TEST_UTIL_H_
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -17,15 +18,18 @@
 namespace furrballs {
 namespace spill_testing {
 
-// A fresh directory named after the running test, under the test's temp dir.
-inline std::filesystem::path FreshTestDir() {
+// A directory named after the running test, under the test's temp dir.
+inline std::filesystem::path TestDir() {
   std::string name =
       ::testing::UnitTest::GetInstance()->current_test_info()->name();
   for (char& c : name) {
     if (c == '/') c = '_';  // parameterized test names
   }
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / name;
+  return std::filesystem::path(::testing::TempDir()) / name;
+}
+
+inline std::filesystem::path FreshTestDir() {
+  const std::filesystem::path dir = TestDir();
   std::filesystem::remove_all(dir);
   return dir;
 }
@@ -61,6 +65,9 @@ inline NodeStatsSnapshot SpillTotals(const FurrBall& ball) {
     t.pages_empty += s.pages_empty;
     t.page_evictions += s.page_evictions;
     t.ttl_expirations += s.ttl_expirations;
+    t.cold_migrations += s.cold_migrations;
+    t.cold_pages_spilled += s.cold_pages_spilled;
+    t.cold_fallbacks += s.cold_fallbacks;
   }
   return t;
 }
@@ -75,6 +82,18 @@ void WaitFor(const char* what, Pred done) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << what;
     std::this_thread::yield();
   }
+}
+
+// Yields until `flag` is set; false if it is not within 20 s (a test that
+// holds the engine at a pause point uses it to fail instead of hanging).
+inline bool Await(const std::atomic<bool>& flag) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!flag.load()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 }  // namespace spill_testing
