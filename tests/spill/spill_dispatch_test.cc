@@ -34,20 +34,6 @@ std::string Value(int i) {
   return v;
 }
 
-struct Pause {
-  std::atomic<bool> armed{false};
-  std::atomic<bool> paused{false};
-  std::atomic<bool> release{false};
-};
-Pause* g_pause = nullptr;
-
-void HoldFirstReload(const HashPair&) {
-  bool armed = true;
-  if (!g_pause->armed.compare_exchange_strong(armed, false)) return;
-  g_pause->paused = true;
-  while (!g_pause->release.load()) std::this_thread::yield();
-}
-
 using spill_testing::Await;
 
 // One op and its completion flag.
@@ -98,17 +84,12 @@ TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
   DispatcherOptions d;
   d.mode = DispatchMode::kNodeJob;
   auto dispatcher = std::make_unique<Dispatcher>(&ball, d);
-  Pause pause;
-  g_pause = &pause;
-  EngineTestHooks hooks;
-  hooks.reload_read = &HoldFirstReload;
-  SetEngineTestHooksForTesting(&hooks);
-  pause.armed = true;
+  spill_testing::HeldReload hold;
 
   Call held;
   held.Prepare(ball, OpKind::kGet, Key(spilled));
   ASSERT_EQ(dispatcher->Submit(&held.op), Error::kOk);
-  const bool paused = Await(pause.paused);
+  const bool paused = hold.AwaitHeld();
 
   // The node's queue goes on: writes and reads of other keys complete while
   // the disk read is held.
@@ -133,11 +114,9 @@ TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
     others.push_back(std::move(get));
   }
   EXPECT_FALSE(held.done.load()) << "the held Get finished early";
-  pause.release = true;  // whatever happened, let the read go on
+  hold.Release();  // whatever happened, let the read go on
   dispatcher->WaitIdle();
   dispatcher.reset();
-  SetEngineTestHooksForTesting(nullptr);
-  g_pause = nullptr;
 
   ASSERT_TRUE(paused) << "the Get of a spilled key read no disk";
   EXPECT_TRUE(all_done) << "the node's queue waited for the held disk read";

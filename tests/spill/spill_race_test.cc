@@ -142,25 +142,6 @@ TEST(SpillRaceTest, WriterBetweenVictimEraseAndIndexCannotResurrectIt) {
 
 // ---- A reload in its disk read holds up no other key of its node ----
 
-struct ReloadPause {
-  std::atomic<bool> armed{false};
-  std::atomic<bool> paused{false};
-  std::atomic<bool> release{false};
-  std::atomic<uint64_t> h1{0};
-  std::atomic<uint64_t> h2{0};
-};
-ReloadPause* g_pause = nullptr;
-
-// Pauses the first reload after arming, and only that one.
-void OnReloadRead(const HashPair& h) {
-  bool armed = true;
-  if (!g_pause->armed.compare_exchange_strong(armed, false)) return;
-  g_pause->h1 = h.h1;
-  g_pause->h2 = h.h2;
-  g_pause->paused = true;
-  while (!g_pause->release.load()) std::this_thread::yield();
-}
-
 TEST(SpillRaceTest, AReloadInItsDiskReadHoldsUpNoOtherKeyOfItsNode) {
   ManualClock clock;
   absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(
@@ -179,12 +160,7 @@ TEST(SpillRaceTest, AReloadInItsDiskReadHoldsUpNoOtherKeyOfItsNode) {
   }
   ASSERT_GT(spill_testing::SpillTotals(ball).spill_keys_indexed, 1000u);
 
-  ReloadPause pause;
-  g_pause = &pause;
-  EngineTestHooks hooks;
-  hooks.reload_read = &OnReloadRead;
-  SetEngineTestHooksForTesting(&hooks);
-  pause.armed = true;
+  spill_testing::HeldReload hold;
 
   // The reader reads keys from the oldest on until one is a ghost hit; its
   // reload pauses in the hook, before the RocksDB read.
@@ -203,7 +179,7 @@ TEST(SpillRaceTest, AReloadInItsDiskReadHoldsUpNoOtherKeyOfItsNode) {
       }
     }
   });
-  const bool paused = Await(pause.paused);
+  const bool paused = hold.AwaitHeld();
 
   // Meanwhile, on the same node: new writes, reads of them, and another
   // ghost hit (the hook pauses only the first), on a thread of their own so
@@ -213,7 +189,7 @@ TEST(SpillRaceTest, AReloadInItsDiskReadHoldsUpNoOtherKeyOfItsNode) {
   std::atomic<int> others_reloaded{0};
   std::thread others([&] {
     if (!paused) return;
-    const HashPair held{pause.h1.load(), pause.h2.load()};
+    const HashPair held = hold.key();
     const int node = ball.OwnerOf(held);
     std::string v;
     int written = 0;
@@ -239,11 +215,9 @@ TEST(SpillRaceTest, AReloadInItsDiskReadHoldsUpNoOtherKeyOfItsNode) {
     others_done = true;
   });
   const bool done_while_held = paused && Await(others_done);
-  pause.release = true;  // whatever happened, let the reload go on
+  hold.Release();  // whatever happened, let the reload go on
   others.join();
   reader.join();
-  SetEngineTestHooksForTesting(nullptr);
-  g_pause = nullptr;
 
   ASSERT_TRUE(paused) << "no Get needed a reload";
   EXPECT_TRUE(done_while_held)

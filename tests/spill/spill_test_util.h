@@ -14,6 +14,7 @@
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/furrball_testing.h"
 
 namespace furrballs {
 namespace spill_testing {
@@ -95,6 +96,50 @@ inline bool Await(const std::atomic<bool>& flag) {
   }
   return true;
 }
+
+// Holds the first spill reload after construction just before its disk read
+// (the engine's reload_read pause point) until Release(). One at a time;
+// the destructor releases it and removes the hook.
+class HeldReload {
+ public:
+  HeldReload() {
+    current_ = this;
+    hooks_.reload_read = &OnReloadRead;
+    SetEngineTestHooksForTesting(&hooks_);
+  }
+  ~HeldReload() {
+    Release();
+    SetEngineTestHooksForTesting(nullptr);
+    current_ = nullptr;
+  }
+  HeldReload(const HeldReload&) = delete;
+  HeldReload& operator=(const HeldReload&) = delete;
+
+  // True once a reload is held (false after Await's bound).
+  bool AwaitHeld() { return Await(held_); }
+  void Release() { release_ = true; }
+  // The key whose reload is held.
+  HashPair key() const { return HashPair{h1_.load(), h2_.load()}; }
+
+ private:
+  static void OnReloadRead(const HashPair& h) {
+    HeldReload* self = current_;
+    bool armed = true;
+    if (!self->armed_.compare_exchange_strong(armed, false)) return;
+    self->h1_ = h.h1;
+    self->h2_ = h.h2;
+    self->held_ = true;
+    while (!self->release_.load()) std::this_thread::yield();
+  }
+
+  static inline HeldReload* current_ = nullptr;
+  EngineTestHooks hooks_;
+  std::atomic<bool> armed_{true};
+  std::atomic<bool> held_{false};
+  std::atomic<bool> release_{false};
+  std::atomic<uint64_t> h1_{0};
+  std::atomic<uint64_t> h2_{0};
+};
 
 }  // namespace spill_testing
 }  // namespace furrballs
