@@ -6,12 +6,15 @@
 //
 // Layout
 //
-//   - One arena of 2c Slots, shared by all four lists. A Slot holds a key, the
-//     uint32_t indices of its neighbours (kArcNil = UINT32_MAX ends a list)
-//     and a tag naming the list it is on. Unused slots form a free list
-//     chained through `next`. After Create() nothing is allocated: pushing
-//     pops the free list, removing pushes onto it, and moving a key between
-//     lists (T1 -> T2, T1 -> B1, ...) relinks the same slot.
+//   - One arena of 2c Slots, shared by all four lists. A Slot (24 bytes)
+//     holds a key, the indices of its neighbours (kArcNil ends a list) and a
+//     tag naming the list it is on, packed into the top bits of `prev`.
+//     Slots are handed out in arena order up to a high-water mark, then from
+//     a free list of removed slots chained through `next`; so the arena is
+//     never written at Create() and, from a zeroing allocator, enters the
+//     RSS only as far as ARC has ever tracked keys. After Create() nothing
+//     is allocated: pushing takes a slot, removing frees it, and moving a
+//     key between lists (T1 -> T2, T1 -> B1, ...) relinks the same slot.
 //   - Why one shared arena of 2c, not one arena of 2c per list as in the
 //     report: ARC bounds the sum, |T1| + |T2| + |B1| + |B2| <= 2c, not each
 //     list (any single list can reach 2c), so 2c slots in total are always
@@ -31,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include <absl/status/status.h>
@@ -55,6 +59,13 @@ inline constexpr bool IsGhost(ArcList l) {
 
 template <typename Index = ArcIndex>
 class ArcFlatLists {
+  // A slot's `prev` and list share one word: the list in the top 3 bits,
+  // the index below, kPackedNil standing for kArcNil.
+  static constexpr int kListShift = 29;
+  static constexpr uint32_t kPackedNil = (uint32_t{1} << kListShift) - 1;
+  static_assert(static_cast<uint32_t>(ArcList::kNone) < 8,
+                "the list tag must fit the 3 bits above kListShift");
+
  public:
   // Lists for an ARC of capacity `capacity` (c): 2c slots in total. c must
   // leave 2c below kArcNil.
@@ -74,21 +85,25 @@ class ArcFlatLists {
           absl::StrCat("ArcFlatLists: cannot allocate ",
                        size_t{slots} * sizeof(Slot), " bytes"));
     }
-    Slot* arena = static_cast<Slot*>(mem);
-    for (uint32_t i = 0; i < slots; ++i) {
-      new (&arena[i]) Slot{};
-      arena[i].next = (i + 1 < slots) ? i + 1 : kArcNil;
-    }
-    return ArcFlatLists(arena, slots, *std::move(index), alloc);
+    return ArcFlatLists(static_cast<Slot*>(mem), slots, *std::move(index),
+                        alloc);
   }
 
-  // The largest c whose 2c slot indices stay below the kArcNil sentinel.
-  static constexpr uint32_t kMaxCapacity = (kArcNil - 1) / 2;
+  // The largest c whose 2c slot indices fit the packed `prev` field below
+  // its nil value.
+  static constexpr uint32_t kMaxCapacity = (kPackedNil - 1) / 2;
+
+  // The bytes Create allocates for capacity c (arena and index).
+  static constexpr size_t BytesFor(uint32_t capacity) {
+    return size_t{2} * capacity * sizeof(Slot) +
+           Index::BytesFor(2 * capacity);
+  }
 
   ArcFlatLists(ArcFlatLists&& other) noexcept
       : arena_(std::exchange(other.arena_, nullptr)),
         slot_count_(other.slot_count_),
         free_head_(other.free_head_),
+        high_water_(other.high_water_),
         lists_(other.lists_),
         index_(std::move(other.index_)),
         alloc_(other.alloc_) {}
@@ -110,15 +125,15 @@ class ArcFlatLists {
   // The list `key` is on (kNone if untracked).
   ArcList Where(const HashPair& key) const {
     const uint32_t s = Find(key);
-    return s == kArcNil ? ArcList::kNone : arena_[s].list;
+    return s == kArcNil ? ArcList::kNone : arena_[s].list();
   }
 
   const HashPair& key(uint32_t slot) const { return arena_[slot].key; }
-  ArcList list_of(uint32_t slot) const { return arena_[slot].list; }
+  ArcList list_of(uint32_t slot) const { return arena_[slot].list(); }
   // Toward the LRU end; kArcNil after the tail.
   uint32_t next(uint32_t slot) const { return arena_[slot].next; }
   // Toward the MRU end; kArcNil before the head.
-  uint32_t prev(uint32_t slot) const { return arena_[slot].prev; }
+  uint32_t prev(uint32_t slot) const { return arena_[slot].prev(); }
 
   uint32_t size(ArcList l) const { return head(l).size; }
   uint32_t mru(ArcList l) const { return head(l).first; }
@@ -136,9 +151,14 @@ class ArcFlatLists {
   // arena is exhausted (ARC's 2c bound makes that a caller bug).
   // REQUIRES: `key` is untracked; l != kNone.
   uint32_t PushFront(ArcList l, const HashPair& key) {
-    const uint32_t s = free_head_;
-    if (s == kArcNil) return kArcNil;
-    free_head_ = arena_[s].next;
+    uint32_t s = free_head_;
+    if (s != kArcNil) {
+      free_head_ = arena_[s].next;
+    } else if (high_water_ < slot_count_) {
+      s = high_water_++;
+    } else {
+      return kArcNil;
+    }
     arena_[s].key = key;
     Link(s, l);
     index_.Insert(key, s);
@@ -155,8 +175,7 @@ class ArcFlatLists {
   void Remove(uint32_t slot) {
     Unlink(slot);
     index_.Erase(arena_[slot].key, slot);
-    arena_[slot].list = ArcList::kNone;
-    arena_[slot].prev = kArcNil;
+    arena_[slot].Set(ArcList::kNone, kArcNil);
     arena_[slot].next = free_head_;
     free_head_ = slot;
   }
@@ -164,14 +183,30 @@ class ArcFlatLists {
  private:
   struct Slot {
     HashPair key;
-    uint32_t prev = kArcNil;
-    uint32_t next = kArcNil;
-    ArcList list = ArcList::kNone;
+    uint32_t prev_and_list;
+    uint32_t next;
+
+    ArcList list() const {
+      return static_cast<ArcList>(prev_and_list >> kListShift);
+    }
+    uint32_t prev() const {
+      const uint32_t p = prev_and_list & kPackedNil;
+      return p == kPackedNil ? kArcNil : p;
+    }
+    void Set(ArcList l, uint32_t prev) {
+      prev_and_list = (static_cast<uint32_t>(l) << kListShift) |
+                      (prev == kArcNil ? kPackedNil : prev);
+    }
+    void SetPrev(uint32_t prev) { Set(list(), prev); }
   };
-  static_assert(sizeof(Slot) == 32 && alignof(Slot) == 8,
+  static_assert(sizeof(Slot) == 24 && alignof(Slot) == 8,
                 "a slot is the 16-byte HashPair (FindAndEraseByHash needs "
-                "both halves), two uint32_t links and a list tag, padded to "
-                "32 bytes: two slots per cache line, never straddling one");
+                "both halves) and two 32-bit links, one of them carrying the "
+                "list tag: 48 bytes per cached key for the 2c slots");
+  static_assert(std::is_trivially_copyable_v<Slot> &&
+                    std::is_trivially_destructible_v<Slot>,
+                "the arena is raw memory that is never constructed or "
+                "destroyed; PushFront writes every field before it is read");
 
   struct ListHead {
     uint32_t first = kArcNil;  // MRU
@@ -183,7 +218,7 @@ class ArcFlatLists {
                RawAllocator alloc)
       : arena_(arena),
         slot_count_(slot_count),
-        free_head_(0),
+        free_head_(kArcNil),
         index_(std::move(index)),
         alloc_(alloc) {}
 
@@ -195,11 +230,10 @@ class ArcFlatLists {
   void Link(uint32_t s, ArcList l) {
     ListHead& h = head(l);
     Slot& slot = arena_[s];
-    slot.list = l;
-    slot.prev = kArcNil;
+    slot.Set(l, kArcNil);
     slot.next = h.first;
     if (h.first != kArcNil) {
-      arena_[h.first].prev = s;
+      arena_[h.first].SetPrev(s);
     } else {
       h.last = s;
     }
@@ -209,23 +243,25 @@ class ArcFlatLists {
 
   void Unlink(uint32_t s) {
     Slot& slot = arena_[s];
-    ListHead& h = head(slot.list);
-    if (slot.prev != kArcNil) {
-      arena_[slot.prev].next = slot.next;
+    ListHead& h = head(slot.list());
+    const uint32_t prev = slot.prev();
+    if (prev != kArcNil) {
+      arena_[prev].next = slot.next;
     } else {
       h.first = slot.next;
     }
     if (slot.next != kArcNil) {
-      arena_[slot.next].prev = slot.prev;
+      arena_[slot.next].SetPrev(prev);
     } else {
-      h.last = slot.prev;
+      h.last = prev;
     }
     --h.size;
   }
 
   Slot* arena_;
   uint32_t slot_count_;
-  uint32_t free_head_;
+  uint32_t free_head_;   // removed slots, chained through `next`
+  uint32_t high_water_ = 0;  // slots [high_water_, slot_count_) never used
   std::array<ListHead, 4> lists_{};
   Index index_;
   RawAllocator alloc_;

@@ -523,14 +523,22 @@ CMap<Value, GroupImpl>::CMap(size_t capacity, const KeyHasher& hasher,
   }
 
   // Placement-new every atomic (report §3.17): raw memory holds no objects.
+  // From a zeroing allocator the slots and overflow counts already hold
+  // their initial all-zero bytes and are left untouched, so only the ctrl
+  // bytes (one per slot) are written now and a slot's cache line enters the
+  // RSS when a key first lands on it (slot.h, SlotArray::Init).
   auto* ctrl_bytes_ptr = static_cast<uint8_t*>(ctrl);
   std::memset(ctrl_bytes_ptr, cmap_internal::kCtrlEmpty, slots);
   std::memset(ctrl_bytes_ptr + slots, cmap_internal::kCtrlSentinel,
               kGroupWidth);
   auto* overflow = reinterpret_cast<std::atomic<uint32_t>*>(
       ctrl_bytes_ptr + OverflowOffset(groups));
-  for (size_t g = 0; g < groups; ++g) new (&overflow[g]) std::atomic<uint32_t>(0);
-  slots_.Init(slot, slots);
+  if (!alloc_.zeroed) {
+    for (size_t g = 0; g < groups; ++g) {
+      new (&overflow[g]) std::atomic<uint32_t>(0);
+    }
+  }
+  slots_.Init(slot, slots, alloc_.zeroed);
 
   ctrl_memory_ = ctrl;
   ctrl_bytes_ = ctrl_bytes;

@@ -31,6 +31,10 @@ struct RawAllocator {
   AllocateFn allocate;      // returns nullptr on failure, never throws
   DeallocateFn deallocate;  // receives the size that was allocated
   void* context = nullptr;
+  // Allocations come back zero-filled (fresh anonymous mappings). A
+  // structure whose initial state is all zero bytes then writes nothing at
+  // construction, so the pages it never uses never enter the RSS.
+  bool zeroed = false;
 
   void* Allocate(size_t bytes) const { return allocate(context, bytes); }
   void Deallocate(void* p, size_t bytes) const {

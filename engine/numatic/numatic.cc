@@ -28,7 +28,7 @@
 #include "engine/common/error.h"
 
 // Linux 5.14 added MADV_POPULATE_WRITE; define it for older headers. On an
-// older kernel madvise fails with EINVAL and Map falls back to touching.
+// older kernel madvise fails with EINVAL and the hugetlb pool is not used.
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -136,21 +136,12 @@ absl::Status BindToNode(void* p, size_t size, int node) {
   return absl::OkStatus();
 }
 
-// Faults every page of [p, p + size) in, so that placement is decided now
-// (and can be verified) rather than on the request path. MADV_POPULATE_WRITE
-// reports a refusal as an error; touching, the fallback for kernels before
-// 5.14, would instead meet the OOM killer or SIGBUS, so it is only allowed
-// where a failure cannot be a SIGBUS (not for hugetlb).
-absl::Status Populate(void* p, size_t size, int node, bool may_touch) {
+// Faults every page of a hugetlb mapping in, so that a pool short of pages
+// on this node is an error now (MADV_POPULATE_WRITE reports it) rather than
+// a SIGBUS on the request path. Base pages are never pre-faulted (see Map).
+absl::Status PopulateHugeTlb(void* p, size_t size, int node) {
   if (madvise(p, size, MADV_POPULATE_WRITE) == 0) return absl::OkStatus();
   const int err = errno;
-  if (err == EINVAL && may_touch) {
-    volatile char* bytes = static_cast<volatile char*>(p);
-    for (size_t offset = 0; offset < size; offset += GetPageSize()) {
-      bytes[offset] = 0;
-    }
-    return absl::OkStatus();
-  }
   return ErrorStatus(Error::kAllocationFailed,
                      absl::StrCat("pre-faulting ", size, " bytes on node ",
                                   node, " failed: ", strerror(err)));
@@ -310,7 +301,7 @@ absl::StatusOr<NumaBlock> Numatic::Map(size_t bytes, size_t alignment,
     void* p = MapAligned(block.size, GetPageSize(), MAP_HUGETLB);
     if (p != nullptr) {
       if (bind(p, block.size).ok() &&
-          Populate(p, block.size, node, /*may_touch=*/false).ok()) {
+          PopulateHugeTlb(p, block.size, node).ok()) {
         block.data = p;
         block.pages = PageKind::kHugeTlb;
       } else {
@@ -342,10 +333,10 @@ absl::StatusOr<NumaBlock> Numatic::Map(size_t bytes, size_t alignment,
     }
   }
   if (block.pages != PageKind::kHugeTlb) {
+    // Bound, not faulted: the policy makes whichever thread touches a page
+    // first take it from `node`, and memory the cache never uses never
+    // enters the RSS (the budget is an upper bound, not a reservation).
     absl::Status status = bind(block.data, block.size);
-    if (status.ok()) {
-      status = Populate(block.data, block.size, node, /*may_touch=*/true);
-    }
     if (!status.ok()) {
       munmap(block.data, block.size);
       return status;
@@ -505,7 +496,9 @@ absl::StatusOr<RawAllocator> Numatic::NodeAllocator(int node) const {
         static_cast<NumaNodeMemoryResource*>(context)->DeallocateBytes(p,
                                                                        bytes);
       },
-      *resource};
+      *resource,
+      // Every allocation is a fresh anonymous mapping (Map).
+      /*zeroed=*/true};
 }
 
 // ---- Free functions -------------------------------------------------------

@@ -13,8 +13,9 @@
 // the difference is deliberate:
 //
 //                       real topology               simulated topology
-//   AllocateOnNode(k)   mmap + mbind(MPOL_BIND, k)  mmap, placed by first
-//                       + pre-fault: on node k      touch (the thread's node)
+//   AllocateOnNode(k)   mmap + mbind(MPOL_BIND, k): mmap, placed by first
+//                       a page comes from node k    touch (the thread's node)
+//                       whoever touches it first
 //   PinCurrentThread    node k's allowed CPUs       virtual node k's CPUs
 //   GetCurrentNode      node of the CPU             pinned node, else the
 //                                                   lowest node with the CPU
@@ -25,11 +26,17 @@
 // QEMU guest test in tests/numa_guest/ allocates on each node and checks the
 // page's node with GetPageNode (move_pages(2) in query mode).
 //
-// Memory is mapped, bound and pre-faulted before it is returned, so a block
-// is resident on its node and the request path never takes a first-touch
-// fault. Every block is at least one page and page aligned (hence also
-// kCacheLineSize aligned); it is meant for the few large, long-lived
-// allocations the engine makes at start-up (report §3.1).
+// Memory is mapped and bound, but not faulted in: a page enters the RSS
+// when it is first written, and on a real topology the binding policy puts
+// it on its node whichever thread writes it (tests/numa_guest touches a
+// block from another node's CPU and checks the page's node). So a cache's
+// budget is a bound, not a reservation, and an idle cache is small. The
+// price is a first-touch fault on the request path for each 4 KiB page the
+// first time it is used. Hugetlb blocks are the exception: they are faulted
+// at allocation, because a pool short of pages on the node would otherwise
+// raise SIGBUS later. Every block is zero-filled, at least one page and page
+// aligned (hence also kCacheLineSize aligned); it is meant for the few
+// large, long-lived allocations the engine makes at start-up (report §3.1).
 //
 // GetCurrentNode (report §3.15): a thread_local cache remembers the node of
 // the calling thread, because sched_getcpu costs a VM exit (~1 µs) under
@@ -252,7 +259,7 @@ class Numatic {
   // Index of `node` in topology_.nodes(), or -1.
   int IndexOf(int node) const;
   int RefreshCurrentNode() const;
-  // Maps, binds and pre-faults; the common path of every allocation.
+  // Maps and binds; the common path of every allocation.
   absl::StatusOr<NumaBlock> Map(size_t bytes, size_t alignment, int node,
                                 bool huge) const;
   void Unmap(void* data, size_t size, int node) const;

@@ -81,9 +81,14 @@ class SlotArray<Value, /*kInline=*/true> {
   static constexpr size_t BytesFor(size_t slots) { return slots * sizeof(Slot); }
 
   // Constructs `slots` slots in `memory` (seq 0 = stable, everything zero).
+  // `zeroed`: the memory already holds zero bytes, which is exactly the
+  // object representation of every field's initial value, so nothing is
+  // written (std::atomic<uint64_t> is a plain 8-byte word here; the
+  // static_asserts above pin that).
   // REQUIRES: `memory` is cache-line aligned and BytesFor(slots) long.
-  void Init(void* memory, size_t slots) {
+  void Init(void* memory, size_t slots, bool zeroed) {
     slots_ = static_cast<Slot*>(memory);
+    if (zeroed) return;
     for (size_t i = 0; i < slots; ++i) new (&slots_[i]) Slot{};
   }
 
@@ -115,10 +120,11 @@ class SlotArray<Value, /*kInline=*/false> {
   }
 
   // REQUIRES: `memory` is cache-line aligned and BytesFor(slots) long.
-  void Init(void* memory, size_t slots) {
+  void Init(void* memory, size_t slots, bool zeroed) {
     slots_ = static_cast<Slot*>(memory);
     values_ = reinterpret_cast<Word*>(static_cast<char*>(memory) +
                                       slots * sizeof(Slot));
+    if (zeroed) return;  // as for the inline layout
     for (size_t i = 0; i < slots; ++i) new (&slots_[i]) Slot{};
     for (size_t i = 0; i < slots * kValueWords<Value>; ++i) {
       new (&values_[i]) Word(0);
