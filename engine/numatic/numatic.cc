@@ -59,6 +59,9 @@ void SpinFor(uint64_t ticks, uint64_t nanos) {
 
 namespace {
 
+// Numatic::ProcessMappedBytes.
+std::atomic<uint64_t> process_mapped_bytes{0};
+
 // Instance ids start at 1 because 0 marks an empty cache.
 std::atomic<uint64_t> next_numatic_id{1};
 
@@ -344,12 +347,14 @@ absl::StatusOr<NumaBlock> Numatic::Map(size_t bytes, size_t alignment,
   }
   // Relaxed: a statistic; no other memory is published through it.
   mapped_bytes_[index].fetch_add(block.size, std::memory_order_relaxed);
+  process_mapped_bytes.fetch_add(block.size, std::memory_order_relaxed);
   return block;
 }
 
 void Numatic::Unmap(void* data, size_t size, int node) const {
   if (data == nullptr) return;
   munmap(data, size);
+  process_mapped_bytes.fetch_sub(size, std::memory_order_relaxed);
   const int index = IndexOf(node);
   if (index >= 0) {
     mapped_bytes_[index].fetch_sub(size, std::memory_order_relaxed);
@@ -403,6 +408,10 @@ uint64_t Numatic::MappedBytes(int node) const {
   const int index = IndexOf(node);
   return index < 0 ? 0
                    : mapped_bytes_[index].load(std::memory_order_relaxed);
+}
+
+uint64_t Numatic::ProcessMappedBytes() {
+  return process_mapped_bytes.load(std::memory_order_relaxed);
 }
 
 absl::Status Numatic::PinCurrentThreadToNode(int node) const {

@@ -201,6 +201,9 @@ class Numatic {
   // Bytes currently mapped through this Numatic for `node` (0 for a node not
   // in the topology). Cheap; meant for statistics and tests.
   uint64_t MappedBytes(int node) const;
+  // Bytes currently mapped by every Numatic of the process (tests: what a
+  // failed start-up left behind).
+  static uint64_t ProcessMappedBytes();
 
   // ---- Threads -----------------------------------------------------------
 

@@ -178,6 +178,10 @@ TEST(NumaticTest, OnThisOneNodeMachineMemoryIsOnNodeZero) {
   absl::StatusOr<NumaBlock> block = numatic->AllocateLocal(4096);
   ASSERT_TRUE(block.ok()) << block.status();
   EXPECT_EQ(block->node, 0);
+  // Not faulted in until written (numatic.h).
+  EXPECT_EQ(ErrorOf(GetPageNode(block->data).status()),
+            Error::kInvalidArgument);
+  static_cast<char*>(block->data)[0] = 1;
   EXPECT_EQ(*GetPageNode(block->data), 0);
   numatic->Free(*block);
 }
@@ -252,6 +256,7 @@ TEST(NumaticTest, HugeAllocationIsHugeAlignedAndPlaced) {
     EXPECT_EQ(block->size, huge);
     EXPECT_NE(block->pages, PageKind::kBase);
     EXPECT_TRUE(IsAligned(block->data, huge));
+    static_cast<char*>(block->data)[0] = 1;  // a THP block is not faulted in
     EXPECT_EQ(*GetPageNode(block->data), node);
     numatic->Free(*block);
   }
@@ -324,6 +329,7 @@ TEST(NumaticTest, PinningAndGetCurrentNodeAgreeOnTheRealTopology) {
       absl::StatusOr<NumaBlock> block = numatic->AllocateLocal(8192);
       ASSERT_TRUE(block.ok()) << block.status();
       EXPECT_EQ(block->node, node.id);
+      static_cast<char*>(block->data)[0] = 1;  // fault the page in
       EXPECT_EQ(*GetPageNode(block->data), node.id);
       numatic->Free(*block);
     });
@@ -470,6 +476,7 @@ TEST(NumaticTest, MovePagesOnTheRealTopology) {
   const int node = numatic->topology().nodes().back().id;
   absl::StatusOr<NumaBlock> block = numatic->AllocateOnNode(16384, node);
   ASSERT_TRUE(block.ok());
+  std::memset(block->data, 1, block->size);  // fault in: only then it moves
   std::vector<void*> pages;
   for (size_t offset = 0; offset < block->size; offset += GetPageSize()) {
     pages.push_back(static_cast<char*>(block->data) + offset + 7);

@@ -129,11 +129,30 @@ class Probe {
                         std::string(ErrorName(ErrorOf(block.status()))));
   }
 
+  // Writes every byte of `block` from a thread pinned to the node after
+  // `k` (k itself on a one-node topology).
+  void WriteFromAnotherNode(const NumaBlock& block, int k) {
+    const std::vector<int> ids = numatic_.topology().node_ids();
+    const int other =
+        ids[(std::find(ids.begin(), ids.end(), k) - ids.begin() + 1) %
+            ids.size()];
+    std::thread([&] {
+      if (!numatic_.PinCurrentThreadToNode(other).ok()) {
+        Fail(absl::StrCat("cannot pin to node ", other));
+      }
+      std::memset(block.data, 0x5a, block.size);
+    }).join();
+  }
+
   void ProbeNode(const NodeInfo& node) {
     const int k = node.id;
     std::string memory = "error";
     absl::StatusOr<NumaBlock> block = numatic_.AllocateOnNode(kBlockBytes, k);
     if (block.ok()) {
+      // A block is bound, not faulted in (numatic.h): its first write comes
+      // from a thread pinned to another node, so only the binding policy
+      // can put the pages on node k.
+      WriteFromAnotherNode(*block, k);
       memory = NodeOfAllPages(*block);
     } else {
       Fail(block.status().ToString());
