@@ -30,17 +30,20 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "host:port serving Prometheus metrics at /metrics; empty disables "
           "them. Loopback by default.");
 ABSL_FLAG(uint64_t, memory_mb, 256,
-          "Value memory budget in MiB over all nodes (a hard limit; metadata "
-          "comes on top).");
-ABSL_FLAG(uint64_t, expected_item_bytes, 256,
-          "Average key + value size the key table is sized for: key slots "
-          "per node = node budget / this. Each slot costs about 230 bytes of "
-          "metadata on top of --memory_mb (hash table, key metadata, ARC "
-          "lists; the start-up line prints the total), so small values cost "
-          "metadata and large ones leave the table half empty; set it near "
-          "the real mean.");
-ABSL_FLAG(uint64_t, page_kb, 2048,
-          "Page size in KiB: the unit of placement, compaction and spill.");
+          "Memory budget in MiB over all nodes: everything the cache maps "
+          "(values, key table, ARC state, spill write buffers), split evenly "
+          "between nodes. Memory enters the RSS as it is used; the start-up "
+          "line prints how it was divided.");
+ABSL_FLAG(uint64_t, expected_item_bytes,
+          furrballs::FurrBallOptions{}.expected_entry_bytes,
+          "Mean key + value size the budget is divided for: as many key "
+          "slots as fit with their metadata (~160 B each) when items are "
+          "this large, the rest for values. A hint, not a limit: smaller "
+          "items fill the key table first, larger ones the value pages.");
+ABSL_FLAG(uint64_t, page_kb, furrballs::FurrBallOptions{}.page_size_bytes >> 10,
+          "Page size in KiB (the unit of placement, compaction and spill); 0 "
+          "= chosen from the budget: 2048, smaller for small budgets, never "
+          "smaller than a page that holds --max_value_bytes.");
 ABSL_FLAG(int, nodes, 0,
           "NUMA nodes to serve on. 0 = every node this process may use.");
 ABSL_FLAG(int, simulate_nodes, 0,
@@ -222,11 +225,17 @@ void PrintConfiguration(const Server& server) {
   }
   const FurrBall& engine = *server.engine();
   std::printf("furrballs: %s\n", engine.TopologySummary().c_str());
-  std::printf("furrballs: %d node(s)%s, %zu MiB per node, metadata %zu MiB\n",
-              engine.node_count(),
-              engine.options().simulate_topology ? " (simulated)" : "",
-              engine.options().memory_budget_bytes / engine.node_count() >> 20,
-              engine.MetadataBytes() >> 20);
+  const MemoryPlan& plan = engine.memory_plan();
+  std::printf(
+      "furrballs: %d node(s)%s, %zu MiB per node, mapped %zu MiB of %zu MiB "
+      "budget\nfurrballs: memory: %s\n",
+      engine.node_count(),
+      engine.options().simulate_topology ? " (simulated)" : "",
+      static_cast<size_t>(plan.node_budget_bytes >> 20),
+      static_cast<size_t>(
+          (engine.MetadataBytes() + engine.node_count() * plan.value_bytes()) >>
+          20),
+      engine.options().memory_budget_bytes >> 20, plan.Summary().c_str());
   std::printf(
       "furrballs: serving furrballs.v1.Cache on 127.0.0.1:%d (listen %s); "
       "try: grpcurl -plaintext -d '{\"key\":\"aGk=\",\"value\":\"dGhlcmU=\"}' "

@@ -26,10 +26,12 @@
 //          a packed array after the slots, by sizeof(Value)
 //          (internal/slot.h).
 //
-// The number of groups is the smallest power of two that keeps the load at or
-// below 3/4 (kMaxLoad*) when `capacity` keys are live. CMap never resizes.
+// The number of groups is the smallest that keeps the load at or below 3/4
+// (kMaxLoad*) when `capacity` keys are live; it need not be a power of two
+// (internal/group.h, GroupRange). CMap never resizes.
 //
-// Probing (report §2.7.4). A key's path starts at group h1 & (groups - 1) and
+// Probing (report §2.7.4). A key's path starts at its home group (the low 32
+// bits of h1 modulo the group count) and
 // continues with the next group, wrapping around. In each group one SIMD
 // compare finds the slots whose control byte equals H2Short(h2); each
 // candidate is confirmed by the full 64-bit fingerprint. The path ends at the
@@ -285,14 +287,12 @@ class CMap {
   // Maximum fraction of slots in use at `capacity` live keys: 3/4, not the
   // report's 7/8. A fixed table cannot rehash away the displacement that
   // churn accumulates; after 40 * capacity erase+insert pairs a miss walks
-  // 2.9 groups on average at 3/4 load, 57 at 7/8 (docs/cmap.md). Because
-  // groups come in powers of two, the two limits give the same table except
-  // when capacity falls in that last eighth.
+  // 2.9 groups on average at 3/4 load, 57 at 7/8 (docs/cmap.md).
   static constexpr size_t kMaxLoadNumerator = 3;
   static constexpr size_t kMaxLoadDenominator = 4;
 
-  // A table for up to `capacity` live keys. The table sizes itself (a power
-  // of two of 16-slot groups, load <= 3/4) so that `capacity` keys always
+  // A table for up to `capacity` live keys. The table sizes itself (the
+  // fewest 16-slot groups at load <= 3/4) so that `capacity` keys always
   // fit. Check status() afterwards.
   explicit CMap(size_t capacity, const KeyHasher& hasher = KeyHasher(),
                 RawAllocator alloc = RawAllocator::Default());
@@ -371,11 +371,11 @@ class CMap {
   // when quiescent.
   size_t size() const { return live_.load(std::memory_order_relaxed); }
   // Slots in the table (0 for an inert map).
-  size_t slot_count() const { return ok() ? (group_mask_ + 1) * kGroupWidth : 0; }
+  size_t slot_count() const { return ok() ? groups_.size() * kGroupWidth : 0; }
 
   // The bytes a map of this capacity takes from its allocator (both
   // allocations), for callers that budget a node's memory. About 64 bytes per
-  // slot plus, in the split layout, the value; slots are 4/3 to 8/3 times
+  // slot plus, in the split layout, the value; slots are about 4/3 times
   // `capacity`.
   static size_t BytesFor(size_t capacity) {
     const size_t groups = GroupsFor(capacity);
@@ -403,7 +403,7 @@ class CMap {
         (capacity * kMaxLoadDenominator + kMaxLoadNumerator - 1) /
         kMaxLoadNumerator;
     const size_t groups = (slots + kGroupWidth - 1) / kGroupWidth;
-    return std::bit_ceil(groups < 1 ? size_t{1} : groups);
+    return groups < 1 ? size_t{1} : groups;
   }
   static size_t RoundToLine(size_t bytes) {
     return (bytes + kCacheLineSize - 1) / kCacheLineSize * kCacheLineSize;
@@ -476,7 +476,7 @@ class CMap {
   void RemoveOverflow(uint64_t h1, size_t groups_passed);
 
   // Read-mostly fields first; the live count is on its own line below.
-  size_t group_mask_ = 0;
+  cmap_internal::GroupRange groups_{1};
   uint8_t* ctrl_ = cmap_internal::inert_table.ctrl;
   std::atomic<uint32_t>* overflow_ = cmap_internal::inert_table.overflow;
   Slots slots_;
@@ -546,7 +546,7 @@ CMap<Value, GroupImpl>::CMap(size_t capacity, const KeyHasher& hasher,
   slot_bytes_ = slot_bytes;
   ctrl_ = ctrl_bytes_ptr;
   overflow_ = overflow;
-  group_mask_ = groups - 1;
+  groups_ = cmap_internal::GroupRange(groups);
   admit_limit_ = capacity;
 }
 
@@ -563,7 +563,7 @@ auto CMap<Value, GroupImpl>::Probe(const HashPair& h, IsKey&& is_key) const
     -> ProbeResult {
   const uint8_t h2s = cmap_internal::H2Short(h.h2);
   ProbeResult r;
-  cmap_internal::ProbeSeq seq(h.h1, group_mask_);
+  cmap_internal::ProbeSeq seq(h.h1, groups_);
   for (;; seq.Next()) {
     const size_t base = seq.group() * kGroupWidth;
     const GroupImpl g(ctrl_ + base);
@@ -594,14 +594,14 @@ auto CMap<Value, GroupImpl>::Probe(const HashPair& h, IsKey&& is_key) const
     }
     // No displaced key runs past this group, so none lives beyond it.
     if (overflow_[seq.group()].load(std::memory_order_relaxed) == 0) break;
-    if (seq.index() == group_mask_) return r;  // visited every group
+    if (seq.index() + 1 == groups_.size()) return r;  // visited every group
   }
   if constexpr (kFindDeleted) {
     // The key is absent and every group of its path so far is full: the
     // insert goes to the first free slot further on, displacing the key past
     // its home group. One exists (live <= capacity < slots) unless
     // concurrent inserts take them all while we look.
-    while (r.free == kNoSlot && seq.index() < group_mask_) {
+    while (r.free == kNoSlot && seq.index() + 1 < groups_.size()) {
       seq.Next();
       const size_t base = seq.group() * kGroupWidth;
       ++r.groups_visited;
@@ -811,7 +811,7 @@ FindAndEraseResult<Value> CMap<Value, GroupImpl>::FindAndEraseByHash(
 
 template <typename Value, typename GroupImpl>
 void CMap<Value, GroupImpl>::AddOverflow(uint64_t h1, size_t groups_passed) {
-  cmap_internal::ProbeSeq seq(h1, group_mask_);
+  cmap_internal::ProbeSeq seq(h1, groups_);
   for (; seq.index() < groups_passed; seq.Next()) {
     overflow_[seq.group()].fetch_add(1, std::memory_order_relaxed);
   }
@@ -820,7 +820,7 @@ void CMap<Value, GroupImpl>::AddOverflow(uint64_t h1, size_t groups_passed) {
 template <typename Value, typename GroupImpl>
 void CMap<Value, GroupImpl>::RemoveOverflow(uint64_t h1,
                                             size_t groups_passed) {
-  cmap_internal::ProbeSeq seq(h1, group_mask_);
+  cmap_internal::ProbeSeq seq(h1, groups_);
   for (; seq.index() < groups_passed; seq.Next()) {
     overflow_[seq.group()].fetch_sub(1, std::memory_order_relaxed);
   }

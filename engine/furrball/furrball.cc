@@ -15,6 +15,7 @@
 
 #include "engine/furrball/entry.h"
 #include "engine/furrball/furrball_testing.h"
+#include "engine/furrball/memory_plan.h"
 #include "engine/furrball/node_job.h"
 #include "engine/furrball/node_shard.h"
 #include "engine/furrball/page_pool.h"
@@ -131,18 +132,21 @@ absl::Status ValidateOptions(const FurrBallOptions& o) {
   auto bad = [](auto&&... parts) {
     return ErrorStatus(Error::kInvalidArgument, absl::StrCat(parts...));
   };
-  if (!std::has_single_bit(o.page_size_bytes) ||
-      o.page_size_bytes < kMinPageSize || o.page_size_bytes > kMaxPageSize) {
+  if (o.page_size_bytes != 0 &&
+      (!std::has_single_bit(o.page_size_bytes) ||
+       o.page_size_bytes < kMinPageSize || o.page_size_bytes > kMaxPageSize)) {
     return bad("page_size_bytes = ", o.page_size_bytes,
-               ": must be a power of two in [", kMinPageSize, ", ",
-               kMaxPageSize, "]");
+               ": must be 0 (automatic) or a power of two in [", kMinPageSize,
+               ", ", kMaxPageSize, "]");
   }
   if (o.max_key_bytes == 0) return bad("max_key_bytes must be > 0");
+  const size_t page_limit =
+      o.page_size_bytes != 0 ? o.page_size_bytes : kMaxPageSize;
   if (o.max_value_bytes > UINT32_MAX ||
-      EntryFootprint(o.max_value_bytes) > o.page_size_bytes) {
+      EntryFootprint(o.max_value_bytes) > page_limit) {
     return bad("max_value_bytes = ", o.max_value_bytes,
-               " does not fit a page of ", o.page_size_bytes,
-               " bytes with its ", furrball_internal::kEntryHeaderBytes,
+               " does not fit a page of ", page_limit, " bytes with its ",
+               furrball_internal::kEntryHeaderBytes,
                "-byte entry header; raise page_size_bytes");
   }
   if (o.node_count < 0 || o.node_count > kMaxSimulatedNodes) {
@@ -212,11 +216,12 @@ namespace {
 // locks' home live here; everything else is the shard's.
 class FurrBallImpl final : public FurrBall {
  public:
-  FurrBallImpl(const FurrBallOptions& options, std::unique_ptr<Numatic> numatic,
-               std::vector<int> nodes,
+  FurrBallImpl(const FurrBallOptions& options, const MemoryPlan& plan,
+               std::unique_ptr<Numatic> numatic, std::vector<int> nodes,
                std::unique_ptr<spill::SpillStore> spill_store)
       : spill_store_(std::move(spill_store)),
         options_(options),
+        plan_(plan),
         hasher_(options.hash_secret.has_value() ? KeyHasher(*options.hash_secret)
                                                 : KeyHasher(options.hash_seed)),
         clock_(options.clock != nullptr ? options.clock : SteadyClock::Get()),
@@ -290,39 +295,14 @@ class FurrBallImpl final : public FurrBall {
 
   absl::Status Start() {
     const int n = node_count();
-    const uint64_t per_node = options_.memory_budget_bytes / n;
-    const uint32_t page_size = static_cast<uint32_t>(options_.page_size_bytes);
-    const uint64_t pages = per_node / page_size;
-    if (pages < PagePool::kMinPages) {
-      return ErrorStatus(
-          Error::kInvalidArgument,
-          absl::StrCat("memory_budget_bytes = ", options_.memory_budget_bytes,
-                       " gives each of ", n, " nodes ", pages, " pages of ",
-                       page_size, " bytes; at least ", PagePool::kMinPages,
-                       " are needed (current, staging, relocation, one "
-                       "more): raise the budget or lower page_size_bytes"));
-    }
-    if (pages > UINT32_MAX / 2) {
-      return ErrorStatus(Error::kInvalidArgument,
-                         "too many pages per node; raise page_size_bytes");
-    }
-    // The documented default: one key per expected_entry_bytes of pages.
-    const uint64_t max_keys =
-        options_.max_keys_per_node != 0
-            ? options_.max_keys_per_node
-            : std::max<uint64_t>(
-                  pages * page_size /
-                      std::max<size_t>(options_.expected_entry_bytes, 1),
-                  64);
-
     jobs_.resize(n);
     for (int i = 0; i < n; ++i) {
       ShardConfig config;
       config.node = nodes_[i];
       config.node_index = i;
-      config.page_count = static_cast<uint32_t>(pages);
-      config.page_size = page_size;
-      config.max_keys = static_cast<uint32_t>(max_keys);
+      config.page_count = plan_.page_count;
+      config.page_size = plan_.page_size;
+      config.max_keys = plan_.max_keys;
       config.eviction_enabled = options_.eviction_enabled;
       config.clock = clock_;
       config.key_lock_for = [](void* self, const HashPair& h) -> SpinLock& {
@@ -393,6 +373,7 @@ class FurrBallImpl final : public FurrBall {
   }
   int node_count() const override { return static_cast<int>(nodes_.size()); }
   const FurrBallOptions& options() const override { return options_; }
+  const MemoryPlan& memory_plan() const override { return plan_; }
   std::string TopologySummary() const override {
     return numatic_->topology().Summary();
   }
@@ -557,6 +538,7 @@ class FurrBallImpl final : public FurrBall {
   // Declared first so that it outlives the shards, which point at it.
   std::unique_ptr<spill::SpillStore> spill_store_;
   const FurrBallOptions options_;
+  const MemoryPlan plan_;
   const KeyHasher hasher_;
   const Clock* const clock_;
   const std::unique_ptr<Numatic> numatic_;
@@ -595,6 +577,10 @@ absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
     nodes.resize(options.node_count);
   }
   FurrBallOptions effective = options;
+  absl::StatusOr<MemoryPlan> plan =
+      PlanMemory(options, static_cast<int>(nodes.size()));
+  if (!plan.ok()) return plan.status();
+  effective.page_size_bytes = plan->page_size;
   std::unique_ptr<spill::SpillStore> store;
   std::optional<Restored> restored;
   if (!options.spill_dir.empty()) {
@@ -602,11 +588,8 @@ absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
     so.dir = options.spill_dir;
     so.node_count = static_cast<int>(nodes.size());
     so.disk_budget_bytes = options.spill_disk_budget_bytes;
-    // A sixteenth of a node's memory budget per memtable, 1-64 MiB: at
-    // most an eighth of the budget (two memtables) outside it.
-    so.write_buffer_bytes = std::clamp<uint64_t>(
-        options.memory_budget_bytes / nodes.size() / 16, uint64_t{1} << 20,
-        uint64_t{64} << 20);
+    // Inside the budget (MemoryPlan).
+    so.write_buffer_bytes = SpillWriteBufferBytes(*plan);
     so.env = options.spill_env;
     so.cold_start = !options.warm_restart;
     std::optional<std::string> manifest;
@@ -633,8 +616,9 @@ absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
       }
     }
   }
-  auto ball = std::make_unique<FurrBallImpl>(
-      effective, *std::move(numatic), std::move(nodes), std::move(store));
+  auto ball = std::make_unique<FurrBallImpl>(effective, *plan,
+                                            *std::move(numatic),
+                                            std::move(nodes), std::move(store));
   absl::Status started = ball->Start();
   if (!started.ok()) return started;
   if (restored.has_value()) ball->Restore(*restored);

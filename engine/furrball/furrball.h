@@ -23,6 +23,7 @@
 
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
+#include "engine/furrball/memory_plan.h"
 #include "engine/furrball/options.h"
 #include "engine/furrball/stats.h"
 
@@ -87,6 +88,8 @@ class FurrBall {
   virtual int OwnerOf(const HashPair& h) const = 0;
   virtual int node_count() const = 0;
   virtual const FurrBallOptions& options() const = 0;
+  // How the budget was divided on each node (memory_plan.h).
+  virtual const MemoryPlan& memory_plan() const = 0;
   // One line for a start-up log: the nodes served and where they came from
   // (Topology::Summary).
   virtual std::string TopologySummary() const = 0;

@@ -34,15 +34,17 @@ enum class RoutingPolicy : uint8_t {
 };
 
 struct FurrBallOptions {
-  // Total bytes of value pages over all nodes, split evenly between nodes.
-  // A hard limit: pages are allocated once at start-up and never grow.
-  // Metadata (hash table, ARC lists) comes on top; see MetadataBytes().
+  // Everything the cache maps over all nodes, split evenly between nodes:
+  // value pages, key table, ARC state, the shards' fixed structures and the
+  // spill tier's write buffers (memory_plan.h). Pages are mapped at start-up
+  // but enter the RSS only when used.
   size_t memory_budget_bytes = size_t{256} << 20;
 
-  // Size of one page, the unit of placement, compaction and spilling. Must be
-  // a power of two between 64 KiB and 64 MiB and at least max_value_bytes plus
-  // the entry header.
-  size_t page_size_bytes = size_t{2} << 20;
+  // Size of one page, the unit of placement, compaction and spilling: 0 =
+  // chosen from the budget (2 MiB, smaller for small budgets, never smaller
+  // than a page that holds max_value_bytes); else a power of two between
+  // 64 KiB and 64 MiB that holds max_value_bytes plus the entry header.
+  size_t page_size_bytes = 0;
 
   // Number of nodes to run on. 0 = every node the process may use (real
   // topology). N > 0 with simulate_topology = true splits the allowed CPUs
@@ -60,13 +62,13 @@ struct FurrBallOptions {
   size_t max_key_bytes = 250;
   size_t max_value_bytes = size_t{1} << 20;
 
-  // Key slots per node (the hash table's and ARC's capacity). 0 = derived from
-  // the budget: node budget / expected_entry_bytes (at least 64). Each slot
-  // costs about a cache line of metadata (MetadataBytes()), so set it from
-  // the expected value size when values are large.
+  // Key slots per node (the hash table's and ARC's capacity). 0 = derived
+  // from the budget: as many as fit with their metadata when every entry is
+  // expected_entry_bytes (memory_plan.h).
   size_t max_keys_per_node = 0;
 
-  // The mean key + value size the default max_keys_per_node assumes.
+  // The mean key + value size the derived key slot count assumes: a hint
+  // that divides the budget between key metadata and pages, not a limit.
   size_t expected_entry_bytes = 128;
 
   // When false, a write that needs space the cache does not have fails with

@@ -2,9 +2,9 @@ package deploy
 
 // Runs the built server (FURRBALLS_SERVER) with each build's flag file, as
 // the pod would, and checks what only the real process can tell: that it
-// accepts every flag and starts, how much memory its key metadata takes for
-// the configured --expected_item_bytes (so that the pod's memory limit
-// holds), and that SIGTERM brings it down within the pod's grace period.
+// accepts every flag and starts, that what it maps stays inside --memory_mb
+// (so that the pod's memory limit holds), and that SIGTERM brings it down
+// within the pod's grace period.
 
 import (
 	"bufio"
@@ -22,12 +22,12 @@ import (
 )
 
 // The memory budget the test starts each configuration with: small enough
-// for CI, large enough that the metadata line has a few MiB of precision.
+// for CI, large enough that the memory line has a few MiB of precision.
 const probeMemoryMB = 256
 
 var (
 	servingLine  = regexp.MustCompile(`serving furrballs\.v1\.Cache on 127\.0\.0\.1:(\d+)`)
-	metadataLine = regexp.MustCompile(`(\d+) MiB per node, metadata (\d+) MiB`)
+	memoryLine   = regexp.MustCompile(`(\d+) MiB per node, mapped (\d+) MiB of (\d+) MiB budget`)
 )
 
 func TestFlagFilesStartTheServer(t *testing.T) {
@@ -79,7 +79,7 @@ func TestFlagFilesStartTheServer(t *testing.T) {
 				close(lines)
 			}()
 			var output []string
-			var metadataMiB, nodeMiB uint64
+			var mappedMiB, budgetMiB uint64
 			started := false
 			timeout := time.After(60 * time.Second)
 			for !started {
@@ -89,28 +89,31 @@ func TestFlagFilesStartTheServer(t *testing.T) {
 						t.Fatalf("the server exited before serving with %s's flags:\n%s", dir, strings.Join(output, "\n"))
 					}
 					output = append(output, line)
-					if m := metadataLine.FindStringSubmatch(line); m != nil {
-						nodeMiB, _ = strconv.ParseUint(m[1], 10, 64)
-						metadataMiB, _ = strconv.ParseUint(m[2], 10, 64)
+					if m := memoryLine.FindStringSubmatch(line); m != nil {
+						mappedMiB, _ = strconv.ParseUint(m[2], 10, 64)
+						budgetMiB, _ = strconv.ParseUint(m[3], 10, 64)
 					}
 					started = servingLine.MatchString(line)
 				case <-timeout:
 					t.Fatalf("the server did not serve within 60 s:\n%s", strings.Join(output, "\n"))
 				}
 			}
-			if nodeMiB == 0 || metadataMiB == 0 {
-				t.Errorf("no \"N MiB per node, metadata M MiB\" line in:\n%s", strings.Join(output, "\n"))
+			if budgetMiB != probeMemoryMB || mappedMiB == 0 {
+				t.Errorf("no \"mapped M MiB of %d MiB budget\" line in:\n%s", probeMemoryMB, strings.Join(output, "\n"))
 			}
-
-			// Metadata scales with the budget (slots = budget / item
-			// size), so this run's ratio holds for the pod's budget.
+			// The engine's own accounting: everything it maps (values,
+			// key table, ARC, spill buffers) is inside --memory_mb, so the
+			// pod needs the budget plus the process's headroom.
+			if mappedMiB > budgetMiB {
+				t.Errorf("%s: the server mapped %d MiB for a %d MiB budget", dir, mappedMiB, budgetMiB)
+			}
 			memoryMB, _ := strconv.ParseUint(effective["memory_mb"], 10, 64)
-			need := (memoryMB+memoryMB*metadataMiB/probeMemoryMB)<<20 + processHeadroom
+			need := memoryMB<<20 + processHeadroom
 			limit := c.Resources.Limits[corev1.ResourceMemory]
-			t.Logf("%s: --memory_mb=%d --expected_item_bytes=%s: metadata %d MiB per %d MiB of budget; needs %d MiB, limit %s",
-				dir, memoryMB, effective["expected_item_bytes"], metadataMiB, probeMemoryMB, need>>20, limit.String())
+			t.Logf("%s: --memory_mb=%d: mapped %d of %d MiB at the probe budget; needs %d MiB, limit %s",
+				dir, memoryMB, mappedMiB, budgetMiB, need>>20, limit.String())
 			if uint64(limit.Value()) < need {
-				t.Errorf("%s: memory limit %s < --memory_mb=%d MiB + measured metadata + %d MiB = %d MiB",
+				t.Errorf("%s: memory limit %s < --memory_mb=%d MiB + %d MiB = %d MiB",
 					dir, limit.String(), memoryMB, processHeadroom>>20, need>>20)
 			}
 

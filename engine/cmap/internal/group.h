@@ -217,26 +217,48 @@ using DefaultGroup = GroupSse2;
 using DefaultGroup = GroupPortable;
 #endif
 
-// The sequence of groups a key visits: its home group H1 & (groups - 1), then
-// the following groups in order, wrapping around (report §2.7.4). Every group
-// is visited exactly once in `groups` steps. docs/cmap.md compares this with
-// abseil's triangular sequence.
+// A table's groups and the home group of a hash: the low 32 bits of H1
+// modulo the group count, computed with Lemire's "fastmod" (a multiply and a
+// high half instead of a division; exact for 32-bit operands), so that the
+// count need not be a power of two and a table is sized to its load rather
+// than to the next power of two (up to 2x the memory).
+class GroupRange {
+ public:
+  // REQUIRES: 1 <= groups <= 2^32.
+  explicit GroupRange(size_t groups)
+      : groups_(groups), fastmod_(UINT64_MAX / groups + 1) {}
+
+  size_t size() const { return groups_; }
+  size_t Home(uint64_t h1) const {
+    const uint64_t low = fastmod_ * static_cast<uint32_t>(h1);
+    return static_cast<size_t>(
+        (static_cast<unsigned __int128>(low) * groups_) >> 64);
+  }
+
+ private:
+  size_t groups_;
+  uint64_t fastmod_;  // ceil(2^64 / groups); wraps to 0 for groups == 1
+};
+
+// The sequence of groups a key visits: its home group, then the following
+// groups in order, wrapping around (report §2.7.4). Every group is visited
+// exactly once in `groups` steps. docs/cmap.md compares this with abseil's
+// triangular sequence.
 class ProbeSeq {
  public:
-  // REQUIRES: group_mask + 1 is a power of two.
-  ProbeSeq(uint64_t h1, size_t group_mask)
-      : mask_(group_mask), group_(static_cast<size_t>(h1) & group_mask) {}
+  ProbeSeq(uint64_t h1, const GroupRange& range)
+      : groups_(range.size()), group_(range.Home(h1)) {}
 
   size_t group() const { return group_; }
   // How many groups precede group() on this key's path.
   size_t index() const { return index_; }
   void Next() {
     ++index_;
-    group_ = (group_ + 1) & mask_;
+    if (++group_ == groups_) group_ = 0;
   }
 
  private:
-  size_t mask_;
+  size_t groups_;
   size_t group_;
   size_t index_ = 0;
 };

@@ -118,11 +118,23 @@ TEST(LoadCtrlWordsTest, ByteIOfTheGroupIsByteIOfTheWords) {
   EXPECT_EQ(w.hi, 0x0F0E0D0C0B0A0908u);
 }
 
+TEST(GroupRangeTest, HomeIsTheLow32BitsOfH1ModuloTheGroupCount) {
+  for (size_t groups : {size_t{1}, size_t{2}, size_t{3}, size_t{7},
+                        size_t{1000}, size_t{65537}, size_t{1} << 28}) {
+    const GroupRange range(groups);
+    for (uint64_t h1 : {uint64_t{0}, uint64_t{5}, uint64_t{999},
+                        uint64_t{0xdeadbeefcafef00d}, ~uint64_t{0}}) {
+      EXPECT_EQ(range.Home(h1), static_cast<uint32_t>(h1) % groups)
+          << groups << " " << h1;
+    }
+  }
+}
+
 TEST(ProbeSeqTest, VisitsEveryGroupOnceStartingAtHome) {
-  for (size_t groups : {1u, 2u, 8u, 64u}) {
+  for (size_t groups : {1u, 2u, 3u, 8u, 13u, 64u}) {
     for (uint64_t h1 : {uint64_t{0}, uint64_t{5}, ~uint64_t{0}}) {
-      ProbeSeq seq(h1, groups - 1);
-      EXPECT_EQ(seq.group(), h1 & (groups - 1));
+      ProbeSeq seq(h1, GroupRange(groups));
+      EXPECT_EQ(seq.group(), static_cast<uint32_t>(h1) % groups);
       std::set<size_t> visited;
       for (size_t n = 0; n < groups; ++n, seq.Next()) {
         EXPECT_EQ(seq.index(), n);

@@ -1,0 +1,167 @@
+#include "engine/furrball/memory_plan.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_format.h>
+
+#include "engine/arc/arc_flat_list.h"
+#include "engine/cmap/cmap.h"
+#include "engine/common/error.h"
+#include "engine/furrball/entry.h"
+#include "engine/furrball/key_meta.h"
+#include "engine/furrball/page_pool.h"
+#include "engine/numatic/error_status.h"
+
+namespace furrballs {
+namespace {
+
+using furrball_internal::EntryFootprint;
+using furrball_internal::kMaxPageSize;
+using furrball_internal::kMinPageSize;
+using furrball_internal::PagePool;
+
+// A shard's structures that do not scale with keys, rounded up: 1024 key
+// locks (64 KiB), statistics, PromoteBuf, the shard object and the page
+// rounding of each of their mappings; the NodeJob queue is added per task.
+// memory_plan_test checks the total against what a shard really maps.
+constexpr uint64_t kFixedNodeBytes = uint64_t{128} << 10;
+constexpr uint64_t kPerQueuedJobBytes = 16;
+// Per page: its metadata line, its free-list entry and rounding.
+constexpr uint64_t kPerPageBytes = 128;
+// The default page size, and how many pages a node should have at least
+// before the automatic page size shrinks below it (compaction and the
+// free-page reserve need room to move).
+constexpr uint64_t kDefaultPageSize = uint64_t{2} << 20;
+constexpr uint64_t kPagesWanted = 32;
+// The fewest key slots a node is given.
+constexpr uint64_t kMinKeys = 64;
+
+uint64_t ArcBytes(uint64_t keys) {
+  return ArcFlatLists<>::BytesFor(static_cast<uint32_t>(keys));
+}
+uint64_t TableBytes(uint64_t keys) {
+  return CMap<KeyMeta>::BytesFor(keys);
+}
+uint64_t KeyBytes(uint64_t keys) { return TableBytes(keys) + ArcBytes(keys); }
+
+uint32_t AutoPageSize(uint64_t share, uint64_t max_value_bytes) {
+  const uint64_t smallest = std::max<uint64_t>(
+      kMinPageSize, std::bit_ceil(EntryFootprint(max_value_bytes)));
+  uint64_t page = kDefaultPageSize;
+  while (page > smallest && share / page < kPagesWanted) page /= 2;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(
+      std::max(page, smallest), kMinPageSize, kMaxPageSize));
+}
+
+}  // namespace
+
+std::string MemoryPlan::Summary() const {
+  const double mib = 1024.0 * 1024.0;
+  return absl::StrFormat(
+      "%.1f MiB per node: values %.1f MiB (%u pages of %u KiB), key table "
+      "%.1f MiB + ARC %.1f MiB for %u keys (%.0f B per key), fixed %.1f "
+      "MiB, spill buffers %.1f MiB",
+      node_budget_bytes / mib, value_bytes() / mib, page_count,
+      page_size >> 10, key_table_bytes / mib, arc_bytes / mib, max_keys,
+      metadata_bytes_per_key(), fixed_bytes / mib, spill_buffer_bytes / mib);
+}
+
+uint64_t SpillWriteBufferBytes(const MemoryPlan& plan) {
+  return plan.spill_buffer_bytes / 2;
+}
+
+absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
+                                      int node_count) {
+  auto bad = [](auto&&... parts) {
+    return ErrorStatus(Error::kInvalidArgument, absl::StrCat(parts...));
+  };
+  if (node_count <= 0) return bad("node count must be > 0");
+  MemoryPlan plan;
+  plan.node_budget_bytes = o.memory_budget_bytes / node_count;
+  const uint64_t share = plan.node_budget_bytes;
+  plan.page_size = o.page_size_bytes != 0
+                       ? static_cast<uint32_t>(o.page_size_bytes)
+                       : AutoPageSize(share, o.max_value_bytes);
+  if (!o.spill_dir.empty()) {
+    // Two memtables of a sixteenth of the share each, 1-64 MiB.
+    plan.spill_buffer_bytes =
+        2 * std::clamp<uint64_t>(share / 16, uint64_t{1} << 20,
+                                 uint64_t{64} << 20);
+  }
+  const uint64_t page_cost = plan.page_size + kPerPageBytes;
+  const uint64_t min_pages_bytes = PagePool::kMinPages * page_cost;
+  const uint64_t fixed =
+      kFixedNodeBytes + std::bit_ceil(std::max<uint64_t>(
+                            o.job_queue_capacity, 1)) * kPerQueuedJobBytes;
+  const uint64_t overhead = fixed + plan.spill_buffer_bytes;
+  if (share < overhead + min_pages_bytes + KeyBytes(kMinKeys)) {
+    return bad("memory budget of ", o.memory_budget_bytes, " bytes gives each of ",
+               node_count, " nodes ", share, " bytes; a node needs at least ",
+               overhead + min_pages_bytes + KeyBytes(kMinKeys), " (",
+               PagePool::kMinPages, " pages of ", plan.page_size,
+               " bytes, ", kMinKeys, " key slots, ", fixed >> 10,
+               " KiB of fixed structures",
+               plan.spill_buffer_bytes != 0
+                   ? absl::StrCat(", ", plan.spill_buffer_bytes >> 20,
+                                  " MiB of spill write buffers")
+                   : "",
+               "): raise the budget, use fewer nodes or a smaller page size "
+               "(max_value_bytes = ", o.max_value_bytes,
+               " needs pages of at least ", plan.page_size, " bytes)");
+  }
+  // What keys and pages share once the fixed costs and the minimum number
+  // of pages are taken.
+  const uint64_t room = share - overhead;
+  const uint64_t max_keys_limit =
+      std::min<uint64_t>(ArcFlatLists<>::kMaxCapacity, UINT32_MAX / 2);
+  uint64_t keys;
+  if (o.max_keys_per_node != 0) {
+    keys = o.max_keys_per_node;
+    if (keys > max_keys_limit) {
+      return bad("max_keys_per_node = ", keys, " exceeds ", max_keys_limit);
+    }
+    if (KeyBytes(keys) + min_pages_bytes > room) {
+      return bad("max_keys_per_node = ", keys, " needs ", KeyBytes(keys),
+                 " bytes of key table and ARC per node, more than a node's ",
+                 share, "-byte share leaves beside ", PagePool::kMinPages,
+                 " pages");
+    }
+  } else {
+    // The most keys whose metadata and expected entries fit, and that leave
+    // the minimum number of pages. KeyBytes grows monotonically.
+    const uint64_t entry =
+        EntryFootprint(std::max<uint64_t>(o.expected_entry_bytes, 1));
+    auto fits = [&](uint64_t k) {
+      const uint64_t key_bytes = KeyBytes(k);
+      return key_bytes + min_pages_bytes <= room &&
+             key_bytes + k * entry <= room;
+    };
+    uint64_t lo = kMinKeys;
+    uint64_t hi = std::min<uint64_t>(max_keys_limit, room / entry + 1);
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo + 1) / 2;
+      if (fits(mid)) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    keys = lo;
+  }
+  plan.max_keys = static_cast<uint32_t>(keys);
+  plan.key_table_bytes = TableBytes(keys);
+  plan.arc_bytes = ArcBytes(keys);
+  const uint64_t pages = (room - KeyBytes(keys)) / page_cost;
+  if (pages > UINT32_MAX / 2) {
+    return bad("too many pages per node (", pages,
+               "); raise page_size_bytes");
+  }
+  plan.page_count = static_cast<uint32_t>(pages);
+  plan.fixed_bytes = fixed + pages * kPerPageBytes;
+  return plan;
+}
+
+}  // namespace furrballs

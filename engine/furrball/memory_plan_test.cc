@@ -1,0 +1,124 @@
+#include "engine/furrball/memory_plan.h"
+
+#include <cstdint>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "engine/furrball/furrball.h"
+#include "engine/numatic/error_status.h"
+#include "engine/numatic/numatic.h"
+
+namespace furrballs {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+FurrBallOptions Options(uint64_t budget_mib, int nodes) {
+  FurrBallOptions o;
+  o.memory_budget_bytes = budget_mib * kMiB;
+  o.node_count = nodes;
+  o.simulate_topology = true;
+  o.max_value_bytes = 32 << 10;
+  return o;
+}
+
+TEST(MemoryPlanTest, EveryPartFitsTheNodesShare) {
+  for (uint64_t mib : {2, 4, 8, 64, 256, 4096}) {
+    for (int nodes : {1, 2, 4}) {
+      for (bool spill : {false, true}) {
+        FurrBallOptions o = Options(mib, nodes);
+        if (spill) o.spill_dir = "/unused";
+        absl::StatusOr<MemoryPlan> plan = PlanMemory(o, nodes);
+        if (!plan.ok()) {
+          // Only budgets too small for a node's minimum may fail.
+          EXPECT_LT(mib / nodes, 8u) << plan.status();
+          EXPECT_NE(plan.status().message().find("raise the budget"),
+                    std::string::npos)
+              << plan.status();
+          continue;
+        }
+        SCOPED_TRACE(plan->Summary());
+        EXPECT_LE(plan->total_bytes(), o.memory_budget_bytes / nodes);
+        EXPECT_GE(plan->page_count, 4u);
+        EXPECT_GE(plan->max_keys, 64u);
+        // Nearly all of the share is used: at most a page and a key's
+        // worth is left over (plus the binary search's granularity).
+        EXPECT_GE(plan->total_bytes() + plan->page_size + 4096,
+                  o.memory_budget_bytes / nodes);
+        EXPECT_EQ(plan->spill_buffer_bytes != 0, spill);
+      }
+    }
+  }
+}
+
+TEST(MemoryPlanTest, KeySlotsFollowTheExpectedEntrySize) {
+  FurrBallOptions small = Options(64, 1);
+  small.expected_entry_bytes = 88;
+  FurrBallOptions large = Options(64, 1);
+  large.expected_entry_bytes = 1024 + 24;
+  absl::StatusOr<MemoryPlan> a = PlanMemory(small, 1);
+  absl::StatusOr<MemoryPlan> b = PlanMemory(large, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(a->max_keys, 4 * b->max_keys);
+  // Either way, metadata and entries of the expected size fill the budget.
+  for (const MemoryPlan* p : {&*a, &*b}) {
+    EXPECT_GT(p->value_bytes(), p->total_bytes() / 4) << p->Summary();
+  }
+}
+
+TEST(MemoryPlanTest, PageSizeFollowsSmallBudgetsUnlessValuesNeedBigPages) {
+  FurrBallOptions o = Options(4, 1);
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_LT(plan->page_size, 2u << 20);
+  EXPECT_GE(plan->page_size, 64u << 10);
+  EXPECT_GE(plan->page_count, 8u);
+
+  o.max_value_bytes = 1 << 20;  // needs 2 MiB pages; 4 MiB cannot hold 4
+  plan = PlanMemory(o, 1);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(ErrorOf(plan.status()), Error::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("max_value_bytes"), std::string::npos)
+      << plan.status();
+
+  o.page_size_bytes = 128 << 10;  // an explicit page size is kept
+  o.max_value_bytes = 32 << 10;
+  plan = PlanMemory(o, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->page_size, 128u << 10);
+}
+
+TEST(MemoryPlanTest, ExplicitKeySlotsThatDoNotFitAreRefused) {
+  FurrBallOptions o = Options(8, 1);
+  o.max_keys_per_node = 10'000'000;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("max_keys_per_node"),
+            std::string::npos)
+      << plan.status();
+}
+
+// The plan is what a cache really maps: value pages, key table, ARC and
+// every fixed structure of each shard stay inside the budget.
+TEST(MemoryPlanTest, AnOpenCacheMapsNoMoreThanItsBudget) {
+  for (uint64_t mib : {8, 64}) {
+    for (uint64_t entry : {88, 1048}) {
+      FurrBallOptions o = Options(mib, 2);
+      o.expected_entry_bytes = entry;
+      const uint64_t mapped_before = Numatic::ProcessMappedBytes();
+      absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+      ASSERT_TRUE(ball.ok()) << ball.status();
+      const MemoryPlan& plan = (*ball)->memory_plan();
+      SCOPED_TRACE(plan.Summary());
+      const uint64_t mapped = Numatic::ProcessMappedBytes() - mapped_before;
+      EXPECT_LE(mapped, o.memory_budget_bytes);
+      EXPECT_LE((*ball)->MetadataBytes(), 2 * plan.metadata_bytes());
+
+      EXPECT_GE(mapped, 2 * plan.value_bytes());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace furrballs
