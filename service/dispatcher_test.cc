@@ -26,7 +26,7 @@ class DispatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
     FurrBallOptions o;
-    o.memory_budget_bytes = size_t{16} << 20;
+    o.memory_budget_bytes = size_t{24} << 20;  // 2 MiB pages for 1 MiB values
     o.page_size_bytes = size_t{2} << 20;
     o.simulate_topology = true;
     o.node_count = 2;

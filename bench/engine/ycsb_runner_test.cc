@@ -18,7 +18,7 @@ CellSpec TinySpec(char workload, double working_set) {
   spec.threads = 2;
   spec.working_set_factor = working_set;
   // FurrBall needs at least 4 pages (2 MiB by default) per node.
-  spec.memory_budget_bytes = size_t{8} << 20;
+  spec.memory_budget_bytes = size_t{12} << 20;  // 2 MiB pages for 1 MiB values
   spec.ops_per_thread = 20000;
   return spec;
 }

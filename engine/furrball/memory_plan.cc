@@ -86,9 +86,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
                        ? static_cast<uint32_t>(o.page_size_bytes)
                        : AutoPageSize(share, o.max_value_bytes);
   if (!o.spill_dir.empty()) {
-    // Two memtables of a sixteenth of the share each, 1-64 MiB.
+    // Two memtables of a sixteenth of the share each, 64 KiB (RocksDB's
+    // smallest) to 64 MiB.
     plan.spill_buffer_bytes =
-        2 * std::clamp<uint64_t>(share / 16, uint64_t{1} << 20,
+        2 * std::clamp<uint64_t>(share / 16, uint64_t{64} << 10,
                                  uint64_t{64} << 20);
   }
   const uint64_t page_cost = plan.page_size + kPerPageBytes;

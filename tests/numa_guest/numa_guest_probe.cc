@@ -239,6 +239,7 @@ class Probe {
       return;
     }
     for (size_t i = 0; i < ids.size(); ++i) {
+      WriteFromAnotherNode((*blocks)[i], ids[i]);
       const std::string where = NodeOfAllPages((*blocks)[i]);
       if (where != absl::StrCat(ids[i])) {
         Fail(absl::StrCat("all-or-nothing block for ", ids[i], " on ", where));

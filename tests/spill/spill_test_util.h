@@ -43,7 +43,11 @@ inline FurrBallOptions SmallSpillCache(const std::filesystem::path& dir,
   FurrBallOptions o;
   o.node_count = 2;
   o.simulate_topology = true;
-  o.memory_budget_bytes = 2 << 20;
+  // About 15 pages of 64 KiB per node once the key table (sized for
+  // 1 KiB entries), the spill write buffers and the fixed structures have
+  // their share (memory_plan.h).
+  o.memory_budget_bytes = 3 << 20;
+  o.expected_entry_bytes = 1024;
   o.page_size_bytes = 64 << 10;
   o.max_value_bytes = 16 << 10;
   o.maintenance_interval = std::chrono::milliseconds(1);
