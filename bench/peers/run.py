@@ -20,7 +20,6 @@ import datetime
 import io
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -30,7 +29,8 @@ import subprocess
 import sys
 import time
 
-from servers import (Servers, deb_version, load_average, rss_bytes, tool_version)
+from servers import (Servers, deb_version, load_average, machine_basics, rss_bytes,
+                     tool_version)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 YCSB_DIR = os.path.join(ROOT, "bench", "ycsb")
@@ -110,33 +110,8 @@ def run(argv, log_path, timeout=None, env=None, cwd=None):
 
 
 def machine_facts():
-    model = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    with open("/proc/meminfo") as f:
-        mem_kib = int(f.readline().split()[1])
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                           text=True).stdout.split("\n")
-    # This run's own results directory may be tracked (a reference run).
-    dirty = [line for line in dirty
-             if line.strip() and not line[3:].startswith("bench/results/")]
-    return {
-        "host": socket.gethostname(),
-        "kernel": platform.release(),
-        "cpu": model,
-        "cpus": os.cpu_count(),
-        "memory_gib": round(mem_kib / 1024 / 1024, 1),
-        "os": platform.freedesktop_os_release().get("PRETTY_NAME", "?")
-        if hasattr(platform, "freedesktop_os_release") else "?",
-        "furrballs_commit": commit + (
-            " (working tree with %d modified tracked files)" % len(dirty) if dirty else ""),
+    facts = machine_basics(ROOT)
+    facts.update({
         "redis_server": tool_version(["redis-server", "--version"]),
         "memcached": tool_version(["memcached", "-V"]),
         "redis_benchmark": tool_version(["redis-benchmark", "--version"]),
@@ -145,7 +120,8 @@ def machine_facts():
         "grpc_cpp": deb_version("libgrpc++-dev"),
         "java": tool_version(["java", "-version"]),
         "ghz": tool_version([find_ghz() or "ghz", "--version"]),
-    }
+    })
+    return facts
 
 
 def find_ghz():

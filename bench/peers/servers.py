@@ -7,6 +7,7 @@ reports print: VmRSS of a pid, load average, tool and package versions.
 """
 
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -61,6 +62,38 @@ def deb_version(package):
     out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     return out.stdout.strip() or "not installed"
+
+
+def machine_basics(root):
+    """Host, CPU, memory, OS and the commit of the checkout at `root`."""
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_kib = int(f.readline().split()[1])
+    commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           text=True).stdout.split("\n")
+    # This run's own results directory may be tracked (a reference run).
+    dirty = [line for line in dirty
+             if line.strip() and not line[3:].startswith("bench/results/")]
+    return {
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "os": platform.freedesktop_os_release().get("PRETTY_NAME", "?")
+        if hasattr(platform, "freedesktop_os_release") else "?",
+        "furrballs_commit": commit + (
+            " (working tree with %d modified tracked files)" % len(dirty) if dirty else ""),
+    }
 
 
 class Servers:
