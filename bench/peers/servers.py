@@ -104,6 +104,7 @@ class Servers:
         self.out_dir = out_dir
         self.procs = {}
         self.logs = {}
+        self.argv = {}
 
     def start(self, system, memory_mb, tag, furrballs_flags=()):
         """Starts `system` with a budget of memory_mb MiB; returns (address, pid).
@@ -140,6 +141,7 @@ class Servers:
                                 stdin=subprocess.DEVNULL)
         self.procs[system] = proc
         self.logs[system] = log_path
+        self.argv[system] = argv
         try:
             wait_port(port, proc)
         except RuntimeError as e:
