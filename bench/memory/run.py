@@ -242,7 +242,7 @@ def main():
     os.makedirs(os.path.join(out_dir, "logs"))
 
     if args.small:
-        systems = ["furrballs", "memcached"]
+        systems = list(report.SMALL_SYSTEMS)
         runs = [(mb, args.small_value_bytes, args.cache_aside_ops) for mb in budgets]
         steps = len(runs) * len(systems)
     else:
