@@ -2,8 +2,9 @@
 // server (Furrballs, Redis or memcached, through bench/peers' clients) it
 // inserts distinct keys in budget-sized batches until the resident key count
 // stops growing (fill_rule.h), sampling the server's VmRSS and resident count
-// after every quarter batch, then reads back a sample of keys that should be
-// resident and checks each value against its key. With --cache_aside_ops it
+// after every quarter batch, then reads back a sample of the keys inserted
+// last (as many as are resident, at least the sample) and checks each value
+// against its key. With --cache_aside_ops it
 // then drives a cache-aside load (Zipfian reads, a Set after each miss) over a
 // key space three times what the budget holds, and reports its hit ratio.
 // Progress goes to stderr; one JSON object with every figure goes to --out
@@ -224,10 +225,12 @@ int Main() {
                label.c_str(), std::string(FillEndName(end)).c_str(), rule.batches(),
                fill_seconds);
 
+  // The window is at least the sample, so that a cache that reports few or
+  // no keys still has its answers checked.
+  const uint64_t sample_keys = absl::GetFlag(FLAGS_sample_keys);
   absl::StatusOr<ReadBack> read_back = CheckReadBack(
-      **client, kFillFirstKey, inserted, counts.resident_keys,
-      absl::GetFlag(FLAGS_sample_keys), key_bytes, value_bytes, depth,
-      absl::GetFlag(FLAGS_seed));
+      **client, kFillFirstKey, inserted, std::max(counts.resident_keys, sample_keys),
+      sample_keys, key_bytes, value_bytes, depth, absl::GetFlag(FLAGS_seed));
   if (!read_back.ok()) return Fail("read-back", read_back.status());
   std::fprintf(stderr, "[memory] %s: read-back of %llu keys: %llu hits, %llu misses, %llu wrong\n",
                label.c_str(), static_cast<unsigned long long>(read_back->sampled),

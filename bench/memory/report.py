@@ -107,16 +107,20 @@ def keys_per_mib_ratios(by_system, value_bytes):
     return out
 
 
-def small_figures(furrballs, memcached):
+def small_figures(furrballs, memcached, furrballs_error=None):
     """Goal 4 at one small budget from the two fill_bench results (either None).
 
     Furrballs' live data / budget after the Set-heavy fill (its Stats
     live_bytes) and after the cache-aside load, the two hit ratios and
-    whether both goals hold.
+    whether both goals hold. A Furrballs that did not run at this budget
+    (furrballs_error) meets neither goal.
     """
     out = {"live_after_fill": None, "live_after_reads": None,
            "hit_furrballs": None, "hit_memcached": None,
-           "live_goal_met": None, "hit_goal_met": None}
+           "live_goal_met": None, "hit_goal_met": None,
+           "furrballs_error": furrballs_error}
+    if furrballs_error:
+        out["live_goal_met"] = out["hit_goal_met"] = False
     if furrballs is not None:
         budget = furrballs["budget_bytes"]
         live = furrballs["after_fill"]["live_bytes"]
@@ -230,9 +234,14 @@ def small_table(small_by_budget):
              "|---|---|---|---|---|---|---|"]
     for mb in sorted(small_by_budget):
         s = small_by_budget[mb]
+        absent = "did not run" if s["furrballs_error"] else None
+
+        def pct(x):
+            return absent or _num(None if x is None else 100 * x, "%.1f%%")
+
         lines.append("| %d MiB | %s | %s | %s | %s | %s | %s |" % (
-            mb, _num(s["live_after_fill"], "%.2f"), _num(s["live_after_reads"], "%.2f"),
-            _num(s["hit_furrballs"], "%.4f"), _num(s["hit_memcached"], "%.4f"),
+            mb, pct(s["live_after_fill"]), pct(s["live_after_reads"]),
+            absent or _num(s["hit_furrballs"], "%.4f"), _num(s["hit_memcached"], "%.4f"),
             _yes(s["live_goal_met"]), _yes(s["hit_goal_met"])))
     return lines
 
@@ -299,9 +308,9 @@ def _settings(raw, extra=()):
         "(at most %d batches, %d s)." % (
             cfg["threads"], cfg["depth"], 100 * cfg["min_growth"], cfg["max_batches"],
             cfg["max_seconds"]),
-        "- Read-back: %d distinct keys drawn from the last *resident* keys inserted "
-        "(the ones an LRU would keep); a hit whose value carries another key's "
-        "number or has another length is a wrong value and fails the run." %
+        "- Read-back: %d distinct keys drawn from the last max(resident, sample) keys "
+        "inserted (the ones an LRU would keep); a hit whose value carries another "
+        "key's number or has another length is a wrong value and fails the run." %
         cfg["sample_keys"],
         "- Idle RSS: VmRSS right after the server accepts connections, no data.",
         "- Overhead per key: (RSS − idle RSS − resident × (key + value bytes)) / "
@@ -409,7 +418,9 @@ def render_small(raw):
         by_budget.setdefault(f["budget_mb"], []).append(f)
     for mb, fills in sorted(by_budget.items()):
         results = {f["system"]: f["result"] for f in fills if not f.get("error")}
-        small[mb] = small_figures(results.get("furrballs"), results.get("memcached"))
+        errors = {f["system"]: f["error"] for f in fills if f.get("error")}
+        small[mb] = small_figures(results.get("furrballs"), results.get("memcached"),
+                                  errors.get("furrballs"))
     lines += ["## Goal 4", ""] + small_table(small) + [""]
     for mb, fills in sorted(by_budget.items()):
         figs = {f["system"]: fill_figures(f["result"], f["idle_rss_bytes"],

@@ -123,6 +123,10 @@ class SmallTest(unittest.TestCase):
         s = report.small_figures(None, None)
         self.assertIsNone(s["live_goal_met"])
         self.assertIsNone(s["hit_goal_met"])
+        # Furrballs refusing to start at the budget meets neither goal.
+        s = report.small_figures(None, None, furrballs_error="did not start")
+        self.assertFalse(s["live_goal_met"])
+        self.assertFalse(s["hit_goal_met"])
 
 
 def raw_run(wrong=0):
@@ -166,7 +170,8 @@ class RenderTest(unittest.TestCase):
                               "cache_aside_ops": 1000, "seed": 1})
         md = report.render(raw)
         self.assertIn("## Goal 4", md)
-        self.assertIn("| 64 MiB |", md)
+        self.assertIn("| 64 MiB | did not run | did not run | did not run | — | **no** | **no** |",
+                      md)
 
 
 if __name__ == "__main__":
