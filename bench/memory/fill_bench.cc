@@ -83,6 +83,7 @@ constexpr uint64_t kFillFirstKey = 1'000'000'000'000;
 struct Sample {
   uint64_t inserted = 0;
   uint64_t resident = 0;
+  int64_t live_bytes = -1;  // Furrballs only (ServerCounts)
   int64_t rss_bytes = -1;
   double seconds = 0;
 };
@@ -204,9 +205,9 @@ int Main() {
       absl::StatusOr<ServerCounts> c = (*client)->Counts();
       if (!c.ok()) return Fail("resident count", c.status());
       counts = *c;
-      const Sample& s = samples.emplace_back(Sample{inserted, counts.resident_keys,
-                                                    pid > 0 ? ReadRssBytes(pid) : -1,
-                                                    SecondsSince(start)});
+      const Sample& s = samples.emplace_back(
+          Sample{inserted, counts.resident_keys, counts.live_bytes,
+                 pid > 0 ? ReadRssBytes(pid) : -1, SecondsSince(start)});
       std::fprintf(stderr,
                    "[memory] %s: batch %d step %d/%d: %llu inserted, %llu resident, "
                    "RSS %.1f MiB (%.2fx budget), %.1f s\n",
@@ -241,8 +242,9 @@ int Main() {
   std::vector<std::string> sample_json;
   for (const Sample& s : samples) {
     sample_json.push_back(absl::StrFormat(
-        "{\"inserted\":%d,\"resident\":%d,\"rss_bytes\":%d,\"seconds\":%.3f}", s.inserted,
-        s.resident, s.rss_bytes, s.seconds));
+        "{\"inserted\":%d,\"resident\":%d,\"live_bytes\":%d,\"rss_bytes\":%d,"
+        "\"seconds\":%.3f}",
+        s.inserted, s.resident, s.live_bytes, s.rss_bytes, s.seconds));
   }
   std::string json = absl::StrFormat(
       "{\"backend\":\"%s\",\"budget_bytes\":%d,\"key_bytes\":%d,\"value_bytes\":%d,"

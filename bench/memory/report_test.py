@@ -19,6 +19,7 @@ def fill_result(resident, rss, samples_rss, value_bytes=64, budget_mb=64, wrong=
         "value_bytes": value_bytes, "batch_keys": batch_keys, "inserted": inserted,
         "failed_sets": 0, "batches": 2, "fill_end": "settled", "fill_seconds": 1.0,
         "samples": [{"inserted": 50 * (i + 1), "resident": resident - i % 2,
+                     "live_bytes": -1 if live_bytes < 0 else live_bytes - i % 2 * MIB,
                      "rss_bytes": b, "seconds": i} for i, b in enumerate(samples_rss)],
         "after_fill": {"resident": resident, "live_bytes": live_bytes,
                        "memory_limit_bytes": -1, "rss_bytes": rss},
@@ -106,11 +107,19 @@ class SmallTest(unittest.TestCase):
                           "rss_bytes": 1}}
 
     def test_goal_four(self):
-        fb = fill_result(100, MIB, [MIB], value_bytes=1024, budget_mb=4,
+        # Four samples; the last batch (inserted > 100) holds the last two,
+        # 3.4 MiB and 2.4 MiB live of 4 MiB: a mean of 72.5%.
+        fb = fill_result(100, MIB, [MIB] * 4, value_bytes=1024, budget_mb=4,
                          live_bytes=int(3.4 * MIB),
                          cache_aside=self.cache_aside(0.61, live=int(3.0 * MIB)))
         mc = fill_result(100, MIB, [MIB], value_bytes=1024, budget_mb=4,
                          cache_aside=self.cache_aside(0.65))
+        s = report.small_figures(fb, mc)
+        self.assertAlmostEqual(s["live_after_fill"], 0.725, places=6)
+        self.assertAlmostEqual(s["live_range"][0], 0.6, places=6)
+        self.assertAlmostEqual(s["live_range"][1], 0.85, places=6)
+        self.assertFalse(s["live_goal_met"])
+        fb["samples"][3]["live_bytes"] = int(3.4 * MIB)  # both at 85%
         s = report.small_figures(fb, mc)
         self.assertAlmostEqual(s["live_after_fill"], 0.85, places=6)
         self.assertAlmostEqual(s["live_after_reads"], 0.75, places=6)
