@@ -35,7 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "bench", "peers"))
 
 import report  # noqa: E402  (bench/memory, this script's directory)
-from servers import Servers, load_average, machine_basics, rss_bytes, tool_version  # noqa: E402
+from servers import (Progress, Servers, load_average, machine_basics, rss_bytes,  # noqa: E402
+                     tool_version)
 
 # The client each system is driven with: Furrballs' MultiSet/MultiGet is its
 # fastest way to move a batch (docs/peers_bench.md), as pipelining is Redis's.
@@ -101,25 +102,6 @@ def parse_args():
     p.add_argument("--report_only", action="store_true",
                    help="rewrite report.md of --out_dir from its results.json")
     return p.parse_args()
-
-
-class Progress:
-    """One line per step on stderr: step count, elapsed time, what runs."""
-
-    def __init__(self, total, log_path):
-        self.total = total
-        self.done = 0
-        self.start = time.time()
-        self.log = open(log_path, "a")
-
-    def step(self, text):
-        self.done += 1
-        elapsed = int(time.time() - self.start)
-        line = "[memory %d/%d %02d:%02d] %s" % (
-            self.done, self.total, elapsed // 60, elapsed % 60, text)
-        print(line, file=sys.stderr, flush=True)
-        self.log.write(line + "\n")
-        self.log.flush()
 
 
 def metadata_bytes(log_path):
@@ -249,7 +231,7 @@ def main():
         systems = list(report.SYSTEMS)
         runs = [(args.budget_mb, v, 0) for v in values]
         steps = len(runs) * len(systems) + len(systems)
-    progress = Progress(steps, os.path.join(out_dir, "logs", "progress.log"))
+    progress = Progress("memory", steps, os.path.join(out_dir, "logs", "progress.log"))
     facts = machine_basics(ROOT)
     facts["redis_server"] = tool_version(["redis-server", "--version"])
     facts["memcached"] = tool_version(["memcached", "-V"])

@@ -29,8 +29,8 @@ import subprocess
 import sys
 import time
 
-from servers import (Servers, deb_version, load_average, machine_basics, rss_bytes,
-                     tool_version)
+from servers import (Progress, Servers, deb_version, load_average, machine_basics,
+                     rss_bytes, tool_version)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 YCSB_DIR = os.path.join(ROOT, "bench", "ycsb")
@@ -72,29 +72,6 @@ VALIDATION_CONNECTIONS = 1
 # redis-benchmark's own throughput vary up to 5x between rounds on a busy
 # machine; 5 shorter rounds give the medians more to stand on.
 VALIDATION_ROUNDS = 5
-
-
-class Progress:
-    """One line per step on stderr: step count, elapsed time, what runs."""
-
-    def __init__(self, total, log_path):
-        self.total = total
-        self.done = 0
-        self.start = time.time()
-        self.log = open(log_path, "a")
-
-    def step(self, text):
-        self.done += 1
-        elapsed = int(time.time() - self.start)
-        line = "[peers %2d/%d %02d:%02d] %s" % (
-            self.done, self.total, elapsed // 60, elapsed % 60, text)
-        print(line, file=sys.stderr, flush=True)
-        self.log.write(line + "\n")
-        self.log.flush()
-
-    def note(self, text):
-        self.log.write(text + "\n")
-        self.log.flush()
 
 
 def run(argv, log_path, timeout=None, env=None, cwd=None):
@@ -800,7 +777,7 @@ def main():
         os.makedirs(os.path.join(out_dir, sub), exist_ok=True)
 
     steps = 2 * len(cfg["values"]) + 1 + len(SYSTEMS) + 1 + 1
-    progress = Progress(steps, os.path.join(out_dir, "logs", "progress.log"))
+    progress = Progress("peers", steps, os.path.join(out_dir, "logs", "progress.log"))
     facts = machine_facts()
     load_start = load_average()
     with open(os.path.join(out_dir, "facts.json"), "w") as f:

@@ -2,8 +2,9 @@
 
 Shared by bench/peers/run.py and bench/memory/run.py. Every server is a child
 process of the caller, started with a memory budget and stopped by its pid
-(Servers.stop_all also on failure or Ctrl-C). Also the machine facts both
-reports print: VmRSS of a pid, load average, tool and package versions.
+(Servers.stop_all also on failure or Ctrl-C). Also what both harnesses print:
+their progress lines, VmRSS of a pid, load average, machine facts, tool and
+package versions.
 """
 
 import os
@@ -11,7 +12,33 @@ import platform
 import signal
 import socket
 import subprocess
+import sys
 import time
+
+
+class Progress:
+    """One line per step on stderr and in log_path: step count, elapsed time,
+    what runs."""
+
+    def __init__(self, name, total, log_path):
+        self.name = name
+        self.total = total
+        self.done = 0
+        self.start = time.time()
+        self.log = open(log_path, "a")
+
+    def step(self, text):
+        self.done += 1
+        elapsed = int(time.time() - self.start)
+        line = "[%s %2d/%d %02d:%02d] %s" % (
+            self.name, self.done, self.total, elapsed // 60, elapsed % 60, text)
+        print(line, file=sys.stderr, flush=True)
+        self.log.write(line + "\n")
+        self.log.flush()
+
+    def note(self, text):
+        self.log.write(text + "\n")
+        self.log.flush()
 
 
 def free_port():
