@@ -26,7 +26,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -110,15 +109,16 @@ def metadata_bytes(log_path):
     return int(m.group(1)) << 20 if m else None
 
 
-def run_driver(argv, log_path, timeout):
+def run_driver(servers, argv, log_path, timeout):
     """Runs fill_bench, its progress lines to stderr and to log_path.
 
-    Returns None, or why it failed."""
+    Returns None, or why it failed. `servers` stops it too on a signal."""
     with open(log_path, "a") as log:
         log.write("$ %s\n" % " ".join(argv))
         log.flush()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 text=True)
+        servers.adopt("fill_bench", proc)
         deadline = time.time() + timeout
         for line in proc.stderr:
             sys.stderr.write("  " + line)
@@ -127,6 +127,7 @@ def run_driver(argv, log_path, timeout):
                 proc.kill()
                 break
         proc.wait()
+        servers.stop("fill_bench")
     if proc.returncode != 0:
         return "fill_bench exited with %d; see %s" % (
             proc.returncode, os.path.relpath(log_path, ROOT))
@@ -160,7 +161,7 @@ def one_fill(args, servers, out_dir, system, budget_mb, value_bytes, cache_aside
                 "--label=%s %d MiB %d B" % (system, budget_mb, value_bytes), "--out=" + out]
         # The fill is bounded by --max_seconds; the read-back and the
         # cache-aside phase take seconds more.
-        error = run_driver(argv, os.path.join(out_dir, "logs", "driver-%s-%s.log" % (
+        error = run_driver(servers, argv, os.path.join(out_dir, "logs", "driver-%s-%s.log" % (
             system, tag)), timeout=2 * args.max_seconds + 600)
         if error:
             rec["error"] = error
@@ -241,13 +242,7 @@ def main():
     load_start = load_average()
     start = time.time()
     servers = Servers(args.bin_dir, out_dir)
-
-    def on_signal(signum, _frame):
-        servers.stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    servers.stop_on_signals()
     try:
         for budget_mb, value_bytes, cache_aside_ops in runs:
             for system in systems:

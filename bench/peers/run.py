@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -784,13 +783,7 @@ def main():
         json.dump({"facts": facts, "config": cfg, "mode": mode}, f, indent=1)
     servers = Servers(args.bin_dir, out_dir)
     start = time.time()
-
-    def on_signal(signum, _frame):
-        servers.stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    servers.stop_on_signals()
     try:
         phase_driver(cfg, servers, args.bin_dir, out_dir, progress)
         phase_validation(cfg, servers, args.bin_dir, out_dir, progress)

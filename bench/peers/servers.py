@@ -178,6 +178,10 @@ class Servers:
             raise RuntimeError("%s: %s; its log ends: %s" % (system, e, " | ".join(tail)))
         return "127.0.0.1:%d" % port, proc.pid
 
+    def adopt(self, name, proc):
+        """Makes stop(name) and stop_all() end `proc` too (a load driver)."""
+        self.procs[name] = proc
+
     def stop(self, system):
         proc = self.procs.pop(system, None)
         if proc is None:
@@ -193,3 +197,12 @@ class Servers:
     def stop_all(self):
         for system in list(self.procs):
             self.stop(system)
+
+    def stop_on_signals(self):
+        """On SIGTERM or SIGINT: stop every server, exit with 128 + the signal."""
+        def on_signal(signum, _frame):
+            self.stop_all()
+            sys.exit(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
