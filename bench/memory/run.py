@@ -16,7 +16,7 @@ bench/results/<date>-memory[-small]/ with report.md (report.py), results.json
 Every server is its own child process, stopped by pid at the end, also on
 failure or Ctrl-C. Exit status: 0 when every fill ran and every read-back
 returned only its own keys' values; 1 otherwise (the report says why); 2 for
-bad arguments. Method: docs/memory_bench.md.
+bad arguments or a missing binary. Method: docs/memory_bench.md.
 """
 
 import argparse
@@ -45,13 +45,18 @@ BACKENDS = {"furrballs": "furrballs_multi", "redis": "redis", "memcached": "memc
 METADATA_LINE = re.compile(r"metadata (\d+) MiB")
 
 
+def usage_error(message):
+    print("run.py: " + message, file=sys.stderr)
+    sys.exit(2)
+
+
 def int_list(text, name):
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         values = []
     if not values or any(v <= 0 for v in values):
-        raise SystemExit("run.py: --%s=%r: expected a comma-separated list of positive "
+        usage_error("--%s=%r: expected a comma-separated list of positive "
                          "integers" % (name, text))
     return values
 
@@ -201,21 +206,21 @@ def main():
     for name in ["budget_mb", "idle_budget_mb", "small_value_bytes", "threads", "depth",
                  "max_batches", "sample_keys", "key_bytes"]:
         if getattr(args, name) <= 0:
-            raise SystemExit("run.py: --%s must be positive" % name)
+            usage_error("--%s must be positive" % name)
     if args.key_bytes < 24 or min(values + [args.small_value_bytes]) < 8:
-        raise SystemExit("run.py: keys of at least 24 bytes and values of at least 8 "
+        usage_error("keys of at least 24 bytes and values of at least 8 "
                          "(the key number) are needed")
     try:
         furrballs_flags = shlex.split(args.furrballs_flags)
     except ValueError as e:
-        raise SystemExit("run.py: --furrballs_flags: %s" % e)
+        usage_error("--furrballs_flags: %s" % e)
     for exe in [os.path.join(args.bin_dir, "service", "furrballs_server"),
                 os.path.join(args.bin_dir, "bench", "memory", "fill_bench")]:
         if not os.access(exe, os.X_OK):
-            raise SystemExit("run.py: %s is not built (run bench/memory/run.sh)" % exe)
+            usage_error("%s is not built (run bench/memory/run.sh)" % exe)
     for exe in ["redis-server", "memcached"]:
         if shutil.which(exe) is None:
-            raise SystemExit("run.py: %s is not installed (tools/setup.sh installs it)" % exe)
+            usage_error("%s is not installed (tools/setup.sh installs it)" % exe)
 
     stamp = datetime.datetime.utcnow().strftime("%Y-%m-%d")
     out_dir = args.out_dir or os.path.join(

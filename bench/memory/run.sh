@@ -5,7 +5,7 @@
 # per MiB of RSS, idle RSS, a read-back check. Writes
 # bench/results/<date>-memory[-small]/ with report.md and results.json.
 #
-#   bench/memory/run.sh                      64 MiB, 64 B and 1 KiB values (~2 min)
+#   bench/memory/run.sh                      64 MiB, 64 B and 1 KiB values (~1 min)
 #   bench/memory/run.sh --budget_mb=128 --values=64,256,1024
 #   bench/memory/run.sh --furrballs_flags="--expected_item_bytes=88"
 #   bench/memory/run.sh --small              4 and 8 MiB, 1 KiB values, hit ratios
@@ -22,7 +22,7 @@ cd "$root"
 for arg in "$@"; do
   case "$arg" in
     -h|--help)
-      sed -n '2,18p' "$0"
+      sed -n '2,17p' "$0"
       exec /usr/bin/python3 bench/memory/run.py --help ;;
     --bin_dir*|--command*)
       echo "run.sh: $arg is set by run.sh itself" >&2; exit 2 ;;
