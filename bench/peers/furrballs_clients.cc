@@ -57,6 +57,21 @@ absl::Status Connect(Client& client) {
   return absl::OkStatus();
 }
 
+// Stats summed over the server's nodes.
+absl::StatusOr<ServerCounts> CountsOf(Client& client) {
+  absl::StatusOr<std::vector<client::NodeStats>> nodes = client.Stats();
+  if (!nodes.ok()) return nodes.status();
+  ServerCounts counts;
+  counts.live_bytes = 0;
+  counts.memory_limit_bytes = 0;
+  for (const client::NodeStats& node : *nodes) {
+    counts.resident_keys += node.live_keys();
+    counts.live_bytes += static_cast<int64_t>(node.live_bytes());
+    counts.memory_limit_bytes += static_cast<int64_t>(node.memory_limit_bytes());
+  }
+  return counts;
+}
+
 // Unary Get/Set. A batch of one is a synchronous call; a larger batch starts
 // every call asynchronously and waits for all callbacks.
 class UnaryClient : public PeerClient {
@@ -92,6 +107,8 @@ class UnaryClient : public PeerClient {
     pending.Wait();
     return absl::OkStatus();
   }
+
+  absl::StatusOr<ServerCounts> Counts() override { return CountsOf(client_); }
 
  private:
   Client client_;
@@ -138,6 +155,8 @@ class PipelineClient : public PeerClient {
     pending.Wait();
     return absl::OkStatus();
   }
+
+  absl::StatusOr<ServerCounts> Counts() override { return CountsOf(client_); }
 
  private:
   Client client_;
@@ -191,6 +210,8 @@ class MultiClient : public PeerClient {
     pending.Wait();
     return absl::OkStatus();
   }
+
+  absl::StatusOr<ServerCounts> Counts() override { return CountsOf(client_); }
 
  private:
   Client client_;

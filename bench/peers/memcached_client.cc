@@ -85,6 +85,19 @@ class MemcachedClient : public PeerClient {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<ServerCounts> Counts() override {
+    memcached_return_t rc = MEMCACHED_SUCCESS;
+    memcached_stat_st* stats = memcached_stat(memc_.get(), nullptr, &rc);
+    if (stats == nullptr || rc != MEMCACHED_SUCCESS) {
+      if (stats != nullptr) memcached_stat_free(memc_.get(), stats);
+      return Error("memcached stats", rc);
+    }
+    ServerCounts counts;
+    counts.resident_keys = stats[0].curr_items;  // one server
+    memcached_stat_free(memc_.get(), stats);
+    return counts;
+  }
+
  private:
   static bool IsFatal(memcached_return_t rc) {
     return rc == MEMCACHED_CONNECTION_FAILURE || rc == MEMCACHED_SERVER_MARKED_DEAD ||

@@ -48,6 +48,17 @@ struct PeerOp {
   uint64_t done_ns = 0;
 };
 
+// What a server says it holds (bench/memory's fill test reads it).
+struct ServerCounts {
+  // Redis DBSIZE, memcached `stats` curr_items, Furrballs' Stats live_keys
+  // summed over nodes.
+  uint64_t resident_keys = 0;
+  // Furrballs only (-1 elsewhere), summed over nodes: Stats live_bytes (value
+  // bytes of live entries) and memory_limit_bytes (the value pages).
+  int64_t live_bytes = -1;
+  int64_t memory_limit_bytes = -1;
+};
+
 class PeerClient {
  public:
   virtual ~PeerClient() = default;
@@ -56,6 +67,9 @@ class PeerClient {
   // answered. A non-OK status means the connection is unusable; per-operation
   // failures only set `failed`.
   virtual absl::Status Execute(absl::Span<PeerOp> ops) = 0;
+
+  // Asks the server what it holds, on this connection.
+  virtual absl::StatusOr<ServerCounts> Counts() = 0;
 };
 
 // Steady-clock nanoseconds: the one clock of the driver.

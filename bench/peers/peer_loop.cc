@@ -61,9 +61,9 @@ bool ValueMatches(const std::string& value, uint64_t key_number, size_t value_by
   return stored == (key_number & mask);
 }
 
-absl::StatusOr<uint64_t> LoadRecords(const ClientFactory& factory, uint64_t records,
-                                     size_t key_bytes, size_t value_bytes,
-                                     int threads, int depth) {
+absl::StatusOr<uint64_t> LoadRecords(const ClientFactory& factory, uint64_t first_record,
+                                     uint64_t records, size_t key_bytes,
+                                     size_t value_bytes, int threads, int depth) {
   std::vector<ThreadResult> results(threads);
   RunOnThreads(threads, [&](int t) {
     ThreadResult& r = results[t];
@@ -73,8 +73,8 @@ absl::StatusOr<uint64_t> LoadRecords(const ClientFactory& factory, uint64_t reco
       return;
     }
     std::vector<PeerOp> batch;
-    const uint64_t first = records * t / threads;
-    const uint64_t last = records * (t + 1) / threads;
+    const uint64_t first = first_record + records * t / threads;
+    const uint64_t last = first_record + records * (t + 1) / threads;
     for (uint64_t k = first; k < last;) {
       batch.resize(std::min<uint64_t>(depth, last - k));
       for (PeerOp& op : batch) {

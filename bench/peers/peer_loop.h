@@ -87,12 +87,12 @@ struct PeerCellResult {
   }
 };
 
-// Writes records 0 .. records-1 once, from `threads` threads in batches of
-// `depth`. Returns the number of writes that failed, or the first connection
-// error.
-absl::StatusOr<uint64_t> LoadRecords(const ClientFactory& factory, uint64_t records,
-                                     size_t key_bytes, size_t value_bytes,
-                                     int threads, int depth);
+// Writes records first_record .. first_record+records-1 once, from `threads`
+// threads in batches of `depth`. Returns the number of writes that failed, or
+// the first connection error.
+absl::StatusOr<uint64_t> LoadRecords(const ClientFactory& factory, uint64_t first_record,
+                                     uint64_t records, size_t key_bytes,
+                                     size_t value_bytes, int threads, int depth);
 
 absl::StatusOr<PeerCellResult> RunPeerCell(const ClientFactory& factory,
                                            const PeerCellSpec& spec);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/synchronization/mutex.h>
@@ -62,6 +63,11 @@ class FakeClient : public PeerClient {
     store_->Execute(ops);
     return absl::OkStatus();
   }
+  absl::StatusOr<ServerCounts> Counts() override {
+    ServerCounts counts;
+    counts.resident_keys = store_->size();
+    return counts;
+  }
 
  private:
   FakeStore* store_;
@@ -75,16 +81,34 @@ ClientFactory FactoryOf(FakeStore* store) {
 
 TEST(PeerLoopTest, LoadWritesEveryRecordOnce) {
   FakeStore store;
-  absl::StatusOr<uint64_t> failed = LoadRecords(FactoryOf(&store), 1000, 24, 64, 3, 16);
+  absl::StatusOr<uint64_t> failed = LoadRecords(FactoryOf(&store), 0, 1000, 24, 64, 3, 16);
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_EQ(*failed, 0u);
   EXPECT_EQ(store.size(), 1000u);
   EXPECT_EQ(store.sets(), 1000u);
 }
 
+TEST(PeerLoopTest, LoadFromAnOffsetWritesOnlyThatRange) {
+  FakeStore store;
+  ASSERT_TRUE(LoadRecords(FactoryOf(&store), 5000, 100, 24, 64, 3, 16).ok());
+  FakeClient client(&store);
+  std::vector<PeerOp> reads(3);
+  const uint64_t numbers[] = {4999, 5000, 5099};
+  for (size_t i = 0; i < reads.size(); ++i) FormatKey(numbers[i], 24, &reads[i].key);
+  ASSERT_TRUE(client.Execute(absl::MakeSpan(reads)).ok());
+  EXPECT_FALSE(reads[0].ok);
+  EXPECT_TRUE(reads[1].ok);
+  EXPECT_TRUE(ValueMatches(reads[1].value, 5000, 64));
+  EXPECT_TRUE(reads[2].ok);
+  EXPECT_TRUE(ValueMatches(reads[2].value, 5099, 64));
+  absl::StatusOr<ServerCounts> counts = client.Counts();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->resident_keys, 100u);
+}
+
 TEST(PeerLoopTest, ReadsOfLoadedRecordsHitWithTheRightValues) {
   FakeStore store;
-  ASSERT_TRUE(LoadRecords(FactoryOf(&store), 500, 24, 64, 2, 16).ok());
+  ASSERT_TRUE(LoadRecords(FactoryOf(&store), 0, 500, 24, 64, 2, 16).ok());
   PeerCellSpec spec;
   spec.workload = WorkloadMix{'C', 1.0, false};
   spec.records = 500;

@@ -155,7 +155,7 @@ int Main() {
       loaded.push_back(target.address);
       const uint64_t start = NowNs();
       absl::StatusOr<uint64_t> failed = LoadRecords(
-          [&] { return MakePeerClient(target.backend, target.address); },
+          [&] { return MakePeerClient(target.backend, target.address); }, 0,
           absl::GetFlag(FLAGS_records), absl::GetFlag(FLAGS_key_bytes),
           absl::GetFlag(FLAGS_value_bytes), absl::GetFlag(FLAGS_threads), 16);
       if (!failed.ok()) {

@@ -74,6 +74,18 @@ class RedisClient : public PeerClient {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<ServerCounts> Counts() override {
+    std::unique_ptr<redisReply, ReplyDeleter> reply(
+        static_cast<redisReply*>(redisCommand(context_.get(), "DBSIZE")));
+    if (reply == nullptr) return Broken();
+    if (reply->type != REDIS_REPLY_INTEGER) {
+      return absl::InternalError(absl::StrCat("redis DBSIZE answered type ", reply->type));
+    }
+    ServerCounts counts;
+    counts.resident_keys = static_cast<uint64_t>(reply->integer);
+    return counts;
+  }
+
  private:
   absl::Status Broken() {
     return absl::UnavailableError(absl::StrCat("redis: ", context_->errstr));

@@ -20,15 +20,16 @@ import datetime
 import io
 import json
 import os
-import platform
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
+
+from servers import (Progress, Servers, deb_version, load_average, machine_basics,
+                     rss_bytes, tool_version)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 YCSB_DIR = os.path.join(ROOT, "bench", "ycsb")
@@ -72,117 +73,6 @@ VALIDATION_CONNECTIONS = 1
 VALIDATION_ROUNDS = 5
 
 
-class Progress:
-    """One line per step on stderr: step count, elapsed time, what runs."""
-
-    def __init__(self, total, log_path):
-        self.total = total
-        self.done = 0
-        self.start = time.time()
-        self.log = open(log_path, "a")
-
-    def step(self, text):
-        self.done += 1
-        elapsed = int(time.time() - self.start)
-        line = "[peers %2d/%d %02d:%02d] %s" % (
-            self.done, self.total, elapsed // 60, elapsed % 60, text)
-        print(line, file=sys.stderr, flush=True)
-        self.log.write(line + "\n")
-        self.log.flush()
-
-    def note(self, text):
-        self.log.write(text + "\n")
-        self.log.flush()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("server exited with %s" % proc.returncode)
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("nothing listens on port %d after %d s" % (port, timeout))
-
-
-def rss_bytes(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return -1
-
-
-def load_average():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-class Servers:
-    """The servers this run started; stop_all() ends each by its pid."""
-
-    def __init__(self, bin_dir, out_dir):
-        self.bin_dir = bin_dir
-        self.out_dir = out_dir
-        self.procs = {}
-
-    def start(self, system, memory_mb, item_bytes, tag):
-        port = free_port()
-        log = open(os.path.join(self.out_dir, "logs", "%s-%s.log" % (system, tag)), "w")
-        if system == "furrballs":
-            argv = [os.path.join(self.bin_dir, "service", "furrballs_server"),
-                    "--listen_address=127.0.0.1:%d" % port, "--metrics_address=",
-                    "--memory_mb=%d" % memory_mb, "--expected_item_bytes=%d" % item_bytes]
-        elif system == "empty":
-            argv = [os.path.join(self.bin_dir, "bench", "service", "empty_server"),
-                    "--address=127.0.0.1:%d" % port]
-        elif system == "redis":
-            argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port),
-                    "--save", "", "--appendonly", "no", "--protected-mode", "no",
-                    "--maxmemory", "%dmb" % memory_mb,
-                    "--maxmemory-policy", "allkeys-lru", "--daemonize", "no"]
-        elif system == "memcached":
-            argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0",
-                    "-m", str(memory_mb)]
-            if os.geteuid() == 0:
-                argv += ["-u", "root"]
-        else:
-            raise ValueError(system)
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-        self.procs[system] = proc
-        wait_port(port, proc)
-        return "127.0.0.1:%d" % port, proc.pid
-
-    def stop(self, system):
-        proc = self.procs.pop(system, None)
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    def stop_all(self):
-        for system in list(self.procs):
-            self.stop(system)
-
-
 def run(argv, log_path, timeout=None, env=None, cwd=None):
     """Runs argv with stdout captured and stderr appended to log_path."""
     with open(log_path, "a") as log:
@@ -195,49 +85,9 @@ def run(argv, log_path, timeout=None, env=None, cwd=None):
     return out.stdout
 
 
-def tool_version(argv):
-    try:
-        out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, timeout=30).stdout
-        return out.strip().splitlines()[0] if out.strip() else "?"
-    except (OSError, subprocess.TimeoutExpired):
-        return "not found"
-
-
-def deb_version(package):
-    out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    return out.stdout.strip() or "not installed"
-
-
 def machine_facts():
-    model = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    with open("/proc/meminfo") as f:
-        mem_kib = int(f.readline().split()[1])
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                           text=True).stdout.split("\n")
-    # This run's own results directory may be tracked (a reference run).
-    dirty = [line for line in dirty
-             if line.strip() and not line[3:].startswith("bench/results/")]
-    return {
-        "host": socket.gethostname(),
-        "kernel": platform.release(),
-        "cpu": model,
-        "cpus": os.cpu_count(),
-        "memory_gib": round(mem_kib / 1024 / 1024, 1),
-        "os": platform.freedesktop_os_release().get("PRETTY_NAME", "?")
-        if hasattr(platform, "freedesktop_os_release") else "?",
-        "furrballs_commit": commit + (
-            " (working tree with %d modified tracked files)" % len(dirty) if dirty else ""),
+    facts = machine_basics(ROOT)
+    facts.update({
         "redis_server": tool_version(["redis-server", "--version"]),
         "memcached": tool_version(["memcached", "-V"]),
         "redis_benchmark": tool_version(["redis-benchmark", "--version"]),
@@ -246,7 +96,8 @@ def machine_facts():
         "grpc_cpp": deb_version("libgrpc++-dev"),
         "java": tool_version(["java", "-version"]),
         "ghz": tool_version([find_ghz() or "ghz", "--version"]),
-    }
+    })
+    return facts
 
 
 def find_ghz():
@@ -280,7 +131,9 @@ def phase_driver(cfg, servers, bin_dir, out_dir, progress):
                       (value_bytes, cfg["memory_mb"], cfg["records"]))
         addr = {}
         for system in SYSTEMS:
-            addr[system] = servers.start(system, cfg["memory_mb"], item_bytes, tag)
+            addr[system] = servers.start(
+                system, cfg["memory_mb"], tag,
+                ["--expected_item_bytes=%d" % item_bytes])
         fb_addr, fb_pid = addr["furrballs"]
         rd_addr, rd_pid = addr["redis"]
         mc_addr, mc_pid = addr["memcached"]
@@ -322,7 +175,7 @@ def phase_validation(cfg, servers, bin_dir, out_dir, progress):
     driver = os.path.join(bin_dir, "bench", "peers", "peers_bench")
     log = os.path.join(out_dir, "logs", "validation.log")
     keys = cfg["records"]
-    address, pid = servers.start("redis", cfg["memory_mb"], 0, "validation")
+    address, pid = servers.start("redis", cfg["memory_mb"], "validation")
     host, port = address.split(":")
     rows = []
     loaded = False
@@ -393,7 +246,8 @@ def phase_ycsb(cfg, servers, out_dir, progress):
     for system in SYSTEMS:
         progress.step("YCSB 0.17.0: %s, load %d records, workloads %s" %
                       (system, cfg["ycsb_records"], cfg["ycsb_workloads"].upper()))
-        address, _pid = servers.start(system, cfg["memory_mb"], 1100, "ycsb")
+        address, _pid = servers.start(system, cfg["memory_mb"], "ycsb",
+                                       ["--expected_item_bytes=1100"])
         host, port = address.split(":")
         conn = {"furrballs": ["-p", "furrballs.address=" + address],
                 "redis": ["-p", "redis.host=" + host, "-p", "redis.port=" + port],
@@ -429,7 +283,8 @@ def phase_ghz(cfg, servers, out_dir, progress):
     key = "Z2h6LWtleQ=="  # "ghz-key"
     value = base64.b64encode(b"v" * 64).decode()
     for system in ["furrballs", "empty"]:
-        address, _pid = servers.start(system, cfg["memory_mb"], 88, "ghz")
+        address, _pid = servers.start(system, cfg["memory_mb"], "ghz",
+                                       ["--expected_item_bytes=88"])
         run([ghz, "--insecure", "--call", "furrballs.v1.Cache/Set", "-d",
              json.dumps({"key": key, "value": value}), "--total", "1", address], log)
         text = run([ghz, "--insecure", "--call", "furrballs.v1.Cache/Get", "-d",
@@ -921,20 +776,14 @@ def main():
         os.makedirs(os.path.join(out_dir, sub), exist_ok=True)
 
     steps = 2 * len(cfg["values"]) + 1 + len(SYSTEMS) + 1 + 1
-    progress = Progress(steps, os.path.join(out_dir, "logs", "progress.log"))
+    progress = Progress("peers", steps, os.path.join(out_dir, "logs", "progress.log"))
     facts = machine_facts()
     load_start = load_average()
     with open(os.path.join(out_dir, "facts.json"), "w") as f:
         json.dump({"facts": facts, "config": cfg, "mode": mode}, f, indent=1)
     servers = Servers(args.bin_dir, out_dir)
     start = time.time()
-
-    def on_signal(signum, _frame):
-        servers.stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    servers.stop_on_signals()
     try:
         phase_driver(cfg, servers, args.bin_dir, out_dir, progress)
         phase_validation(cfg, servers, args.bin_dir, out_dir, progress)
