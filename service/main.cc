@@ -228,14 +228,15 @@ void PrintConfiguration(const Server& server) {
   const MemoryPlan& plan = engine.memory_plan();
   std::printf(
       "furrballs: %d node(s)%s, %zu MiB per node, mapped %zu MiB of %zu MiB "
-      "budget\nfurrballs: memory: %s\n",
+      "budget (metadata %zu MiB)\nfurrballs: memory: %s\n",
       engine.node_count(),
       engine.options().simulate_topology ? " (simulated)" : "",
       static_cast<size_t>(plan.node_budget_bytes >> 20),
       static_cast<size_t>(
           (engine.MetadataBytes() + engine.node_count() * plan.value_bytes()) >>
           20),
-      engine.options().memory_budget_bytes >> 20, plan.Summary().c_str());
+      engine.options().memory_budget_bytes >> 20,
+      engine.MetadataBytes() >> 20, plan.Summary().c_str());
   std::printf(
       "furrballs: serving furrballs.v1.Cache on 127.0.0.1:%d (listen %s); "
       "try: grpcurl -plaintext -d '{\"key\":\"aGk=\",\"value\":\"dGhlcmU=\"}' "

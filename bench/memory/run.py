@@ -40,8 +40,8 @@ from servers import (Progress, Servers, load_average, machine_basics, rss_bytes,
 # The client each system is driven with: Furrballs' MultiSet/MultiGet is its
 # fastest way to move a batch (docs/peers_bench.md), as pipelining is Redis's.
 BACKENDS = {"furrballs": "furrballs_multi", "redis": "redis", "memcached": "memcached"}
-# Furrballs prints its pre-allocated metadata at start-up; its Stats RPC has
-# no such figure.
+# Furrballs prints the metadata it mapped (key table, ARC, fixed structures;
+# inside --memory_mb) at start-up; its Stats RPC has no such figure.
 METADATA_LINE = re.compile(r"metadata (\d+) MiB")
 
 
