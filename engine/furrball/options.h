@@ -69,7 +69,7 @@ struct FurrBallOptions {
 
   // The mean key + value size the derived key slot count assumes: a hint
   // that divides the budget between key metadata and pages, not a limit.
-  size_t expected_entry_bytes = 128;
+  size_t expected_entry_bytes = 256;
 
   // When false, a write that needs space the cache does not have fails with
   // kNoMemory instead of evicting.
