@@ -67,10 +67,10 @@ TEST_P(FurrBallModelTest, EveryHitIsTheLatestAcknowledgedWrite) {
   // the run touches so that both page and key-table evictions happen: 64
   // pages of 64 KiB and 1200 keys (32 pages and 400 keys for the shorter
   // sanitizer runs).
-  o.memory_budget_bytes = size_t{kPages} * (64 << 10);
   o.page_size_bytes = 64 << 10;
   o.max_value_bytes = 32 << 10;
   o.max_keys_per_node = kKeySlots / nodes;
+  o.memory_budget_bytes = MemoryBudgetForPages(o, nodes, kPages / nodes);
   o.clock = &clock;
   o.maintenance_interval = std::chrono::milliseconds(1);
   absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);

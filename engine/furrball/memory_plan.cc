@@ -47,6 +47,20 @@ uint64_t TableBytes(uint64_t keys) {
 }
 uint64_t KeyBytes(uint64_t keys) { return TableBytes(keys) + ArcBytes(keys); }
 
+uint64_t FixedBytes(const FurrBallOptions& o) {
+  return kFixedNodeBytes +
+         std::bit_ceil(std::max<uint64_t>(o.job_queue_capacity, 1)) *
+             kPerQueuedJobBytes;
+}
+
+// Two memtables of a sixteenth of the share each, 64 KiB (RocksDB's
+// smallest) to 64 MiB; none without a spill tier.
+uint64_t SpillBufferBytes(const FurrBallOptions& o, uint64_t share) {
+  if (o.spill_dir.empty()) return 0;
+  return 2 * std::clamp<uint64_t>(share / 16, uint64_t{64} << 10,
+                                  uint64_t{64} << 20);
+}
+
 uint32_t AutoPageSize(uint64_t share, uint64_t max_value_bytes) {
   const uint64_t smallest = std::max<uint64_t>(
       kMinPageSize, std::bit_ceil(EntryFootprint(max_value_bytes)));
@@ -69,6 +83,20 @@ std::string MemoryPlan::Summary() const {
       metadata_bytes_per_key(), fixed_bytes / mib, spill_buffer_bytes / mib);
 }
 
+uint64_t MemoryBudgetForPages(const FurrBallOptions& o, int node_count,
+                              uint32_t pages_per_node) {
+  const uint64_t rest = FixedBytes(o) + KeyBytes(o.max_keys_per_node) +
+                        uint64_t{pages_per_node} *
+                            (o.page_size_bytes + kPerPageBytes);
+  // The spill buffers depend on the share they are part of: grow the share
+  // until it holds them too (at most a few rounds).
+  uint64_t share = rest;
+  while (rest + SpillBufferBytes(o, share) > share) {
+    share = rest + SpillBufferBytes(o, share);
+  }
+  return share * node_count;
+}
+
 uint64_t SpillWriteBufferBytes(const MemoryPlan& plan) {
   return plan.spill_buffer_bytes / 2;
 }
@@ -85,18 +113,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   plan.page_size = o.page_size_bytes != 0
                        ? static_cast<uint32_t>(o.page_size_bytes)
                        : AutoPageSize(share, o.max_value_bytes);
-  if (!o.spill_dir.empty()) {
-    // Two memtables of a sixteenth of the share each, 64 KiB (RocksDB's
-    // smallest) to 64 MiB.
-    plan.spill_buffer_bytes =
-        2 * std::clamp<uint64_t>(share / 16, uint64_t{64} << 10,
-                                 uint64_t{64} << 20);
-  }
+  plan.spill_buffer_bytes = SpillBufferBytes(o, share);
   const uint64_t page_cost = plan.page_size + kPerPageBytes;
   const uint64_t min_pages_bytes = PagePool::kMinPages * page_cost;
-  const uint64_t fixed =
-      kFixedNodeBytes + std::bit_ceil(std::max<uint64_t>(
-                            o.job_queue_capacity, 1)) * kPerQueuedJobBytes;
+  const uint64_t fixed = FixedBytes(o);
   const uint64_t overhead = fixed + plan.spill_buffer_bytes;
   if (share < overhead + min_pages_bytes + KeyBytes(kMinKeys)) {
     return bad("memory budget of ", o.memory_budget_bytes, " bytes gives each of ",

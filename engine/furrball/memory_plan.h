@@ -69,6 +69,12 @@ struct MemoryPlan {
 absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& options,
                                       int node_count);
 
+// The smallest memory_budget_bytes for which PlanMemory gives each of
+// `node_count` nodes `pages_per_node` pages, for tests that need an exact
+// page count. REQUIRES: options.page_size_bytes and max_keys_per_node set.
+uint64_t MemoryBudgetForPages(const FurrBallOptions& options, int node_count,
+                              uint32_t pages_per_node);
+
 // The spill store's memtable size for one node's plan (two per node).
 uint64_t SpillWriteBufferBytes(const MemoryPlan& plan);
 

@@ -99,6 +99,25 @@ TEST(MemoryPlanTest, ExplicitKeySlotsThatDoNotFitAreRefused) {
       << plan.status();
 }
 
+TEST(MemoryPlanTest, BudgetForPagesGivesExactlyThosePages) {
+  for (int nodes : {1, 2, 4}) {
+    for (bool spill : {false, true}) {
+      FurrBallOptions o = Options(1, nodes);
+      o.page_size_bytes = 64 << 10;
+      o.max_keys_per_node = 1200 / nodes;
+      if (spill) o.spill_dir = "/unused";
+      o.memory_budget_bytes = MemoryBudgetForPages(o, nodes, 16);
+      absl::StatusOr<MemoryPlan> plan = PlanMemory(o, nodes);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ(plan->page_count, 16u) << plan->Summary();
+      o.memory_budget_bytes -= nodes * uint64_t{4096};
+      plan = PlanMemory(o, nodes);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ(plan->page_count, 15u) << "the smallest such budget";
+    }
+  }
+}
+
 // The plan is what a cache really maps: value pages, key table, ARC and
 // every fixed structure of each shard stay inside the budget.
 TEST(MemoryPlanTest, AnOpenCacheMapsNoMoreThanItsBudget) {
