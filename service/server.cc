@@ -31,6 +31,11 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
       static_cast<int>(options.keepalive_min_ping_interval.count()));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 3);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // gRPC sets SO_REUSEPORT by default: a second server on a busy port would
+  // then start, and the kernel would split new connections between two
+  // caches with different contents. Without it the bind fails and so does
+  // the start.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   return builder.BuildAndStart();
 }
 

@@ -586,6 +586,21 @@ TEST_P(ServiceTest, ShutdownUnderLoadNeverHangs) {
   EXPECT_EQ(load.other.load(), 0);
 }
 
+// gRPC sets SO_REUSEPORT unless told otherwise, so a second server on a busy
+// port would start and take a share of the new connections.
+TEST(ServerStartTest, SecondServerOnABusyPortDoesNotStart) {
+  auto first = Server::Start(TestOptions(DispatchMode::kDirect));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ServerOptions options = TestOptions(DispatchMode::kDirect);
+  options.listen_address = "127.0.0.1:" + std::to_string((*first)->port());
+  auto second = Server::Start(options);
+  ASSERT_FALSE(second.ok()) << "a second server serves on "
+                            << options.listen_address;
+  EXPECT_NE(second.status().message().find(options.listen_address),
+            std::string::npos)
+      << second.status();
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Dispatch, ServiceTest,
     ::testing::Values(DispatchMode::kNodeJob, DispatchMode::kDirect),
