@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <absl/base/thread_annotations.h>
 #include <absl/strings/str_cat.h>
@@ -109,6 +110,14 @@ void FillGet(const CacheOp& op, v1::GetResponse* resp) {
   } else {
     resp->clear_value();
   }
+}
+
+// Records a failed batch item's status in its result: a GetResponse (whose
+// found stays false: a failed read writes nothing into it) or a SetResult.
+template <typename Result>
+void SetItemStatus(const Status& status, Result* result) {
+  result->set_code(static_cast<int>(status.error_code()));
+  result->set_message(status.error_message());
 }
 
 // State of one unary RPC that runs a single CacheOp.
@@ -288,32 +297,36 @@ struct MultiCall {
     if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish();
   }
 
+  // Every item carries its own code, so one bad item never fails the call.
   void Finish() {
-    Status status = Status::OK;
+    const char* what = get_response != nullptr ? "MultiGet" : "MultiSet";
     for (size_t i = 0; i < count; ++i) {
       const CacheOp& op = ops[i];
-      const std::string what = absl::StrCat(
-          get_response != nullptr ? "MultiGet" : "MultiSet", " item ", i);
+      const int slot = static_cast<int>(i);
+      const bool failed = op.deadline_exceeded || op.error != Error::kOk;
       if (get_response != nullptr) {
-        Status s = StatusOf(op, what, service->limits());
-        if (!s.ok()) {
-          status = s;  // GetResponse has no per-item code: fail the call
-          break;
-        }
-        FillGet(op, get_response->mutable_results(static_cast<int>(i)));
-      } else {
-        v1::SetResult* r = set_response->mutable_results(static_cast<int>(i));
+        v1::GetResponse* r = get_response->mutable_results(slot);
         if (r->code() != 0) continue;  // rejected before it ran
-        Status s = StatusOf(op, what, service->limits());
-        r->set_code(static_cast<int>(s.error_code()));
-        if (s.ok()) {
-          r->set_version(op.set.version);
-        } else {
-          r->set_message(s.error_message());
+        if (!failed) {
+          FillGet(op, r);
+          continue;
         }
+        SetItemStatus(StatusOf(op, absl::StrCat(what, " item ", i),
+                               service->limits()),
+                      r);
+      } else {
+        v1::SetResult* r = set_response->mutable_results(slot);
+        if (r->code() != 0) continue;  // rejected before it ran
+        if (!failed) {
+          r->set_version(op.set.version);
+          continue;
+        }
+        SetItemStatus(StatusOf(op, absl::StrCat(what, " item ", i),
+                               service->limits()),
+                      r);
       }
     }
-    FinishCounted(service, reactor, request_op, start, status);
+    FinishCounted(service, reactor, request_op, start, Status::OK);
     delete this;
   }
 
@@ -321,6 +334,24 @@ struct MultiCall {
     static_cast<MultiCall*>(context)->Settle();
   }
 };
+
+// Submits the ops of `call` whose item is valid and settles the others (and
+// those the dispatcher refuses, with its error). The call can finish, and be
+// deleted, before this returns.
+void SubmitAll(Dispatcher* dispatcher, MultiCall* call,
+               const std::vector<bool>& valid) {
+  const size_t n = valid.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!valid[i]) {
+      call->Settle();
+      continue;
+    }
+    if (Error e = dispatcher->Submit(&call->ops[i]); e != Error::kOk) {
+      call->ops[i].error = e;
+      call->Settle();
+    }
+  }
+}
 
 }  // namespace
 
@@ -334,13 +365,6 @@ grpc::ServerUnaryReactor* CacheService::MultiGet(
                          Unavailable());
   }
   const size_t n = request->keys_size();
-  for (size_t i = 0; i < n; ++i) {
-    Status s = ValidateKey(request->keys(static_cast<int>(i)),
-                           absl::StrCat("MultiGet item ", i), limits_);
-    if (!s.ok()) {
-      return FinishCounted(this, reactor, RequestOp::kMultiGet, start, s);
-    }
-  }
   if (n == 0) {
     return FinishCounted(this, reactor, RequestOp::kMultiGet, start,
                          Status::OK);
@@ -356,22 +380,25 @@ grpc::ServerUnaryReactor* CacheService::MultiGet(
   call->service = this;
   call->get_response = response;
   const auto deadline = SteadyDeadline(ctx);
+  std::vector<bool> valid(n);
   for (size_t i = 0; i < n; ++i) {
     v1::GetResponse* slot = response->add_results();
+    const std::string& key = request->keys(static_cast<int>(i));
+    Status s = ValidateKey(key, absl::StrCat("MultiGet item ", i), limits_);
+    if (!s.ok()) {
+      SetItemStatus(s, slot);
+      continue;
+    }
+    valid[i] = true;
     CacheOp& op = call->ops[i];
     op.kind = OpKind::kGet;
-    op.hash = engine_->Hash(request->keys(static_cast<int>(i)));
+    op.hash = engine_->Hash(key);
     op.value_out = slot->mutable_value();
     op.deadline = deadline;
     op.on_done = &MultiCall::Done;
     op.done_context = call;
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (Error e = dispatcher_->Submit(&call->ops[i]); e != Error::kOk) {
-      call->ops[i].error = e;
-      call->Settle();
-    }
-  }
+  SubmitAll(dispatcher_, call, valid);
   return reactor;
 }
 
@@ -407,8 +434,7 @@ grpc::ServerUnaryReactor* CacheService::MultiSet(
     CacheOp& op = call->ops[i];
     Status s = PrepareSet(item, absl::StrCat("MultiSet item ", i), limits_, op);
     if (!s.ok()) {
-      r->set_code(static_cast<int>(s.error_code()));
-      r->set_message(s.error_message());
+      SetItemStatus(s, r);
       continue;
     }
     valid[i] = true;
@@ -417,16 +443,7 @@ grpc::ServerUnaryReactor* CacheService::MultiSet(
     op.on_done = &MultiCall::Done;
     op.done_context = call;
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (!valid[i]) {
-      call->Settle();
-      continue;
-    }
-    if (Error e = dispatcher_->Submit(&call->ops[i]); e != Error::kOk) {
-      call->ops[i].error = e;
-      call->Settle();
-    }
-  }
+  SubmitAll(dispatcher_, call, valid);
   return reactor;
 }
 

@@ -34,7 +34,10 @@ void ExpectServes(client::Client& client) {
   auto multi = client.MultiGet(std::vector<std::string>{"a", "b", "c"});
   ASSERT_TRUE(multi.ok()) << multi.status();
   ASSERT_EQ(multi->size(), 3u);
-  for (const auto& e : *multi) EXPECT_FALSE(e.has_value());
+  for (const auto& e : *multi) {
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_FALSE(e->has_value());
+  }
   auto multi_set = client.MultiSet(std::vector<client::SetItem>{
       {.key = "a", .value = "1"}, {.key = "b", .value = "2"}});
   ASSERT_TRUE(multi_set.ok()) << multi_set.status();

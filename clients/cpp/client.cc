@@ -53,11 +53,17 @@ std::optional<Entry> TakeEntry(v1::GetResponse* response) {
   return e;
 }
 
-std::vector<std::optional<Entry>> TakeEntries(v1::MultiGetResponse* response) {
-  std::vector<std::optional<Entry>> out;
+// One result per key: its entry (or miss), or its own error code.
+std::vector<absl::StatusOr<std::optional<Entry>>> TakeEntries(
+    v1::MultiGetResponse* response) {
+  std::vector<absl::StatusOr<std::optional<Entry>>> out;
   out.reserve(response->results_size());
   for (v1::GetResponse& r : *response->mutable_results()) {
-    out.push_back(TakeEntry(&r));
+    if (r.code() != 0) {
+      out.emplace_back(StatusFromCode(r.code(), r.message()));
+    } else {
+      out.emplace_back(TakeEntry(&r));
+    }
   }
   return out;
 }
@@ -211,7 +217,8 @@ absl::Status Client::Touch(absl::string_view key, uint64_t ttl_ms,
   return ToAbslStatus(stub_->Touch(&ctx, request, &response));
 }
 
-absl::StatusOr<std::vector<std::optional<Entry>>> Client::MultiGet(
+absl::StatusOr<std::vector<absl::StatusOr<std::optional<Entry>>>>
+Client::MultiGet(
     absl::Span<const std::string> keys, const CallOptions& call) {
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
@@ -325,8 +332,8 @@ void Client::MultiGetAsync(absl::Span<const std::string> keys,
   stub_->async()->MultiGet(
       &c->ctx, &c->request, &c->response,
       [this, c, expected, done = std::move(done)](grpc::Status s) {
-        absl::StatusOr<std::vector<std::optional<Entry>>> result =
-            Finish(c, s, TakeEntries);
+        absl::StatusOr<std::vector<absl::StatusOr<std::optional<Entry>>>>
+            result = Finish(c, s, TakeEntries);
         if (result.ok() && result->size() != expected) {
           result = absl::InternalError(
               absl::StrCat("MultiGet: server returned ", result->size(),

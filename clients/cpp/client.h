@@ -129,8 +129,8 @@ using GetCallback =
 using SetCallback = std::function<void(absl::StatusOr<uint64_t>)>;
 using DeleteCallback = std::function<void(absl::StatusOr<bool>)>;
 using TouchCallback = std::function<void(absl::Status)>;
-using MultiGetCallback =
-    std::function<void(absl::StatusOr<std::vector<std::optional<Entry>>>)>;
+using MultiGetCallback = std::function<void(
+    absl::StatusOr<std::vector<absl::StatusOr<std::optional<Entry>>>>)>;
 using MultiSetCallback = std::function<void(
     absl::StatusOr<std::vector<absl::StatusOr<uint64_t>>>)>;
 
@@ -235,8 +235,10 @@ class Client {
   // Resets the TTL of a live key (0 removes the expiry); NOT_FOUND if absent.
   absl::Status Touch(absl::string_view key, uint64_t ttl_ms,
                      const CallOptions& call = {});
-  // One result per key, in request order. The outer status is the RPC's.
-  absl::StatusOr<std::vector<std::optional<Entry>>> MultiGet(
+  // One result per key, in request order: the entry, nullopt on a miss, or
+  // that key's own error (an empty key, its node's queue full, ...), so one
+  // bad key fails only itself. The outer status is the RPC's.
+  absl::StatusOr<std::vector<absl::StatusOr<std::optional<Entry>>>> MultiGet(
       absl::Span<const std::string> keys, const CallOptions& call = {});
   // One result per item, in request order: each write succeeds or fails on
   // its own. The outer status is the RPC's.

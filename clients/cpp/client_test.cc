@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 #include <absl/synchronization/blocking_counter.h>
 #include <absl/synchronization/mutex.h>
@@ -115,27 +116,37 @@ TEST_F(ClientTest, DeleteAndTouch) {
   EXPECT_EQ((*e)->ttl_remaining_ms, 0u);
 }
 
-TEST_F(ClientTest, MultiGetKeepsRequestOrder) {
+// Results come back in request order; key 10 is empty and fails alone with
+// its own INVALID_ARGUMENT.
+TEST_F(ClientTest, MultiGetKeepsRequestOrderAndFailsOnlyTheBadKey) {
   std::vector<std::string> keys;
   for (int i = 0; i < 64; ++i) {
-    keys.push_back(absl::StrCat("mg-", i));
-    if (i % 3 != 0) {
+    keys.push_back(i == 10 ? "" : absl::StrCat("mg-", i));
+    if (i % 3 != 0 && i != 10) {
       ASSERT_TRUE(client_->Set(keys.back(), absl::StrCat("v", i)).ok());
     }
   }
-  absl::StatusOr<std::vector<std::optional<Entry>>> r =
+  absl::StatusOr<std::vector<absl::StatusOr<std::optional<Entry>>>> r =
       client_->MultiGet(keys);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->size(), keys.size());
   for (int i = 0; i < 64; ++i) {
+    const absl::StatusOr<std::optional<Entry>>& got = (*r)[i];
+    if (i == 10) {
+      EXPECT_TRUE(absl::IsInvalidArgument(got.status())) << got.status();
+      EXPECT_TRUE(absl::StrContains(got.status().message(), "item 10"))
+          << got.status();
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status();
     if (i % 3 == 0) {
-      EXPECT_FALSE((*r)[i].has_value()) << i;
+      EXPECT_FALSE(got->has_value()) << i;
     } else {
-      ASSERT_TRUE((*r)[i].has_value()) << i;
-      EXPECT_EQ((*r)[i]->value, absl::StrCat("v", i));
+      ASSERT_TRUE(got->has_value()) << i;
+      EXPECT_EQ((*got)->value, absl::StrCat("v", i));
     }
   }
-  absl::StatusOr<std::vector<std::optional<Entry>>> none =
+  absl::StatusOr<std::vector<absl::StatusOr<std::optional<Entry>>>> none =
       client_->MultiGet({});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->empty());
@@ -238,7 +249,7 @@ TEST_F(ClientTest, AsyncCallsComplete) {
   absl::BlockingCounter done(4);
   absl::StatusOr<bool> deleted = false;
   absl::Status touched;
-  absl::StatusOr<std::vector<std::optional<Entry>>> multi;
+  absl::StatusOr<std::vector<absl::StatusOr<std::optional<Entry>>>> multi;
   absl::StatusOr<std::vector<absl::StatusOr<uint64_t>>> multi_set;
   client_->DeleteAsync("as-0", [&](absl::StatusOr<bool> r) {
     deleted = r;
@@ -250,7 +261,8 @@ TEST_F(ClientTest, AsyncCallsComplete) {
   });
   const std::vector<std::string> keys = {"as-2", "as-missing", "as-3"};
   client_->MultiGetAsync(
-      keys, [&](absl::StatusOr<std::vector<std::optional<Entry>>> r) {
+      keys,
+      [&](absl::StatusOr<std::vector<absl::StatusOr<std::optional<Entry>>>> r) {
         multi = std::move(r);
         done.DecrementCount();
       });
@@ -267,9 +279,12 @@ TEST_F(ClientTest, AsyncCallsComplete) {
   EXPECT_TRUE(touched.ok()) << touched;
   ASSERT_TRUE(multi.ok()) << multi.status();
   ASSERT_EQ(multi->size(), 3u);
-  EXPECT_EQ((*multi)[0]->value, "v2");
-  EXPECT_FALSE((*multi)[1].has_value());
-  EXPECT_EQ((*multi)[2]->value, "v3");
+  ASSERT_TRUE((*multi)[0].ok() && (*multi)[0]->has_value());
+  EXPECT_EQ((**(*multi)[0]).value, "v2");
+  ASSERT_TRUE((*multi)[1].ok());
+  EXPECT_FALSE((*multi)[1]->has_value());
+  ASSERT_TRUE((*multi)[2].ok() && (*multi)[2]->has_value());
+  EXPECT_EQ((**(*multi)[2]).value, "v3");
   ASSERT_TRUE(multi_set.ok()) << multi_set.status();
   ASSERT_EQ(multi_set->size(), 2u);
   EXPECT_TRUE((*multi_set)[0].ok());

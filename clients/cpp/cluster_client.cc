@@ -315,7 +315,8 @@ std::vector<absl::StatusOr<std::optional<Entry>>> ClusterClient::MultiGet(
     e->client.MultiGetAsync(
         part_keys[o],
         [this, e, slots, &out, &pending](
-            absl::StatusOr<std::vector<std::optional<Entry>>> r) {
+            absl::StatusOr<std::vector<absl::StatusOr<std::optional<Entry>>>>
+                r) {
           Observe(e, r.status());
           for (size_t j = 0; j < slots->size(); ++j) {
             if (r.ok()) {

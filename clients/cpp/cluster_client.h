@@ -135,7 +135,7 @@ class ClusterClient {
                      const CallOptions& call = {});
 
   // One result per key, in request order; a key whose owner failed carries
-  // that owner's status.
+  // that owner's status, a key the owner rejected its own (Client::MultiGet).
   std::vector<absl::StatusOr<std::optional<Entry>>> MultiGet(
       absl::Span<const std::string> keys, const CallOptions& call = {});
   // One result per item, in request order.

@@ -132,9 +132,12 @@ TEST_F(ClusterClientTest, MultiGetAndMultiSetSpanMembersInRequestOrder) {
   EXPECT_TRUE(absl::IsInvalidArgument(set.back().status()))
       << set.back().status();
 
+  keys.push_back("");  // rejected by its owner, alone
   std::vector<absl::StatusOr<std::optional<Entry>>> got =
       cluster_->MultiGet(keys);
   ASSERT_EQ(got.size(), keys.size());
+  EXPECT_TRUE(absl::IsInvalidArgument(got.back().status()))
+      << got.back().status();
   for (int i = 0; i < 300; ++i) {
     ASSERT_TRUE(got[i].ok()) << got[i].status();
     if (i % 5 == 0) {

@@ -32,7 +32,7 @@ check() {  # name, expected exit (0 or 1), sed expression applied to a copy
 }
 
 check shipped 0 ''
-check add_field 0 's/^  uint64 ttl_remaining_ms = 4;/&\n  bool from_spill = 5;/'
+check add_field 0 's/^  uint64 ttl_remaining_ms = 4;/&\n  bool from_spill = 99;/'
 check remove_field 1 '/^  uint64 ttl_remaining_ms = 4;/d'
 check reserve_removed_field 0 's/^  uint64 ttl_remaining_ms = 4;/  reserved 4;/'
 check change_type 1 's/^  uint64 ttl_remaining_ms = 4;/  int64 ttl_remaining_ms = 4;/'

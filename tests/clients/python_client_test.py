@@ -137,15 +137,19 @@ class ClientTest(unittest.TestCase):
             self.client.touch("py-touch-missing", 10)
         self.assertEqual(cm.exception.code, grpc.StatusCode.NOT_FOUND)
 
-    def test_multi_get_keeps_request_order(self) -> None:
+    def test_multi_get_keeps_request_order_and_fails_only_the_bad_key(self) -> None:
         keys = [f"py-mg-{i}" for i in range(30)]
         for i, k in enumerate(keys):
             if i % 3:
                 self.client.set(k, f"v{i}")
+        keys[7] = ""
         got = self.client.multi_get(keys)
         self.assertEqual(len(got), len(keys))
         for i, e in enumerate(got):
-            if i % 3:
+            if i == 7:
+                self.assertIsInstance(e, fb.InvalidArgumentError)
+                self.assertIn("item 7", e.message)
+            elif i % 3:
                 self.assertEqual(e.value, f"v{i}".encode())
             else:
                 self.assertIsNone(e)

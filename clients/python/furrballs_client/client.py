@@ -151,11 +151,13 @@ def _multi_get_request(keys: Sequence[Key]) -> pb.MultiGetRequest:
     return pb.MultiGetRequest(keys=[_bytes(k) for k in keys])
 
 
-def _multi_get_answer(resp: pb.MultiGetResponse, n: int) -> List[Optional[Entry]]:
+def _multi_get_answer(resp: pb.MultiGetResponse,
+                      n: int) -> List[Union[Optional[Entry], FurrballsError]]:
     if len(resp.results) != n:
         raise FurrballsError(grpc.StatusCode.INTERNAL,
                              f"{len(resp.results)} results for {n} keys", "MultiGet")
-    return [_entry(r) for r in resp.results]
+    return [_entry(r) if r.code == 0 else _error_from_number(r.code, r.message, "MultiGet")
+            for r in resp.results]
 
 
 def _multi_set_request(items: Iterable[SetItem]) -> pb.MultiSetRequest:
@@ -267,9 +269,12 @@ class Client:
         """Resets a live key's TTL (0 removes it); NotFoundError if absent."""
         self._call("Touch", pb.TouchRequest(key=_bytes(key), ttl_ms=ttl_ms), timeout)
 
-    def multi_get(self, keys: Sequence[Key],
-                  timeout: Optional[float] = None) -> List[Optional[Entry]]:
-        """One result per key, in request order (None for a miss)."""
+    def multi_get(self, keys: Sequence[Key], timeout: Optional[float] = None
+                  ) -> List[Union[Optional[Entry], FurrballsError]]:
+        """One result per key, in request order: the Entry, None for a miss,
+        or the FurrballsError of that key (returned, not raised: an empty key
+        or a full queue fails only its own key). A failure of the whole call
+        raises."""
         return _multi_get_answer(self._call("MultiGet", _multi_get_request(keys), timeout),
                                  len(keys))
 

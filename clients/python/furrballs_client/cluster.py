@@ -314,7 +314,7 @@ class ClusterClient:
     def multi_get(self, keys: Sequence[Key], timeout: Optional[float] = None
                   ) -> List[Union[Optional[Entry], FurrballsError]]:
         """One result per key, in request order: the Entry, None for a miss,
-        or the FurrballsError of the key's owner."""
+        or the FurrballsError of the key (its own, or its owner's)."""
         return self._scatter(
             keys, keys, "MultiGet",
             _multi_get_request, _multi_get_answer, timeout)

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66urrballs/v1/furrballs.proto\x12\x0c\x66urrballs.v1\"\x19\n\nGetRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\"V\n\x0bGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x18\n\x10ttl_remaining_ms\x18\x04 \x01(\x04\"w\n\nSetRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x0e\n\x06ttl_ms\x18\x03 \x01(\x04\x12#\n\x04mode\x18\x04 \x01(\x0e\x32\x15.furrballs.v1.SetMode\x12\x18\n\x10\x65xpected_version\x18\x05 \x01(\x04\"\x1e\n\x0bSetResponse\x12\x0f\n\x07version\x18\x01 \x01(\x04\"\x1c\n\rDeleteRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\"!\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\"+\n\x0cTouchRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x0e\n\x06ttl_ms\x18\x02 \x01(\x04\"\x0f\n\rTouchResponse\"\x1f\n\x0fMultiGetRequest\x12\x0c\n\x04keys\x18\x01 \x03(\x0c\">\n\x10MultiGetResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.furrballs.v1.GetResponse\":\n\x0fMultiSetRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.furrballs.v1.SetRequest\";\n\tSetResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x04\"<\n\x10MultiSetResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.furrballs.v1.SetResult\"\xd1\x01\n\x0fPipelineRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\'\n\x03get\x18\x02 \x01(\x0b\x32\x18.furrballs.v1.GetRequestH\x00\x12\'\n\x03set\x18\x03 \x01(\x0b\x32\x18.furrballs.v1.SetRequestH\x00\x12-\n\x06\x64\x65lete\x18\x04 \x01(\x0b\x32\x1b.furrballs.v1.DeleteRequestH\x00\x12+\n\x05touch\x18\x05 \x01(\x0b\x32\x1a.furrballs.v1.TouchRequestH\x00\x42\x04\n\x02op\"\xf9\x01\n\x10PipelineResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12(\n\x03get\x18\x04 \x01(\x0b\x32\x19.furrballs.v1.GetResponseH\x00\x12(\n\x03set\x18\x05 \x01(\x0b\x32\x19.furrballs.v1.SetResponseH\x00\x12.\n\x06\x64\x65lete\x18\x06 \x01(\x0b\x32\x1c.furrballs.v1.DeleteResponseH\x00\x12,\n\x05touch\x18\x07 \x01(\x0b\x32\x1b.furrballs.v1.TouchResponseH\x00\x42\x08\n\x06result\"\x0e\n\x0cStatsRequest\"\xdc\x01\n\tNodeStats\x12\x0c\n\x04node\x18\x01 \x01(\r\x12\x12\n\nhits_local\x18\x02 \x01(\x04\x12\x13\n\x0bhits_remote\x18\x03 \x01(\x04\x12\x0e\n\x06misses\x18\x04 \x01(\x04\x12\x0c\n\x04sets\x18\x05 \x01(\x04\x12\x0f\n\x07\x64\x65letes\x18\x06 \x01(\x04\x12\x11\n\tevictions\x18\x07 \x01(\x04\x12\x13\n\x0b\x65xpirations\x18\x08 \x01(\x04\x12\x11\n\tlive_keys\x18\t \x01(\x04\x12\x12\n\nlive_bytes\x18\n \x01(\x04\x12\x1a\n\x12memory_limit_bytes\x18\x0b \x01(\x04\"7\n\rStatsResponse\x12&\n\x05nodes\x18\x01 \x03(\x0b\x32\x17.furrballs.v1.NodeStats*@\n\x07SetMode\x12\x0e\n\nSET_ALWAYS\x10\x00\x12\x11\n\rSET_IF_ABSENT\x10\x01\x12\x12\n\x0eSET_IF_VERSION\x10\x02\x32\xad\x04\n\x05\x43\x61\x63he\x12:\n\x03Get\x12\x18.furrballs.v1.GetRequest\x1a\x19.furrballs.v1.GetResponse\x12:\n\x03Set\x12\x18.furrballs.v1.SetRequest\x1a\x19.furrballs.v1.SetResponse\x12\x43\n\x06\x44\x65lete\x12\x1b.furrballs.v1.DeleteRequest\x1a\x1c.furrballs.v1.DeleteResponse\x12@\n\x05Touch\x12\x1a.furrballs.v1.TouchRequest\x1a\x1b.furrballs.v1.TouchResponse\x12I\n\x08MultiGet\x12\x1d.furrballs.v1.MultiGetRequest\x1a\x1e.furrballs.v1.MultiGetResponse\x12I\n\x08MultiSet\x12\x1d.furrballs.v1.MultiSetRequest\x1a\x1e.furrballs.v1.MultiSetResponse\x12M\n\x08Pipeline\x12\x1d.furrballs.v1.PipelineRequest\x1a\x1e.furrballs.v1.PipelineResponse(\x01\x30\x01\x12@\n\x05Stats\x12\x1a.furrballs.v1.StatsRequest\x1a\x1b.furrballs.v1.StatsResponseB\x03\xf8\x01\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66urrballs/v1/furrballs.proto\x12\x0c\x66urrballs.v1\"\x19\n\nGetRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\"u\n\x0bGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x18\n\x10ttl_remaining_ms\x18\x04 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x05 \x01(\x05\x12\x0f\n\x07message\x18\x06 \x01(\t\"w\n\nSetRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x0e\n\x06ttl_ms\x18\x03 \x01(\x04\x12#\n\x04mode\x18\x04 \x01(\x0e\x32\x15.furrballs.v1.SetMode\x12\x18\n\x10\x65xpected_version\x18\x05 \x01(\x04\"\x1e\n\x0bSetResponse\x12\x0f\n\x07version\x18\x01 \x01(\x04\"\x1c\n\rDeleteRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\"!\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\"+\n\x0cTouchRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x0e\n\x06ttl_ms\x18\x02 \x01(\x04\"\x0f\n\rTouchResponse\"\x1f\n\x0fMultiGetRequest\x12\x0c\n\x04keys\x18\x01 \x03(\x0c\">\n\x10MultiGetResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.furrballs.v1.GetResponse\":\n\x0fMultiSetRequest\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.furrballs.v1.SetRequest\";\n\tSetResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x04\"<\n\x10MultiSetResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.furrballs.v1.SetResult\"\xd1\x01\n\x0fPipelineRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\'\n\x03get\x18\x02 \x01(\x0b\x32\x18.furrballs.v1.GetRequestH\x00\x12\'\n\x03set\x18\x03 \x01(\x0b\x32\x18.furrballs.v1.SetRequestH\x00\x12-\n\x06\x64\x65lete\x18\x04 \x01(\x0b\x32\x1b.furrballs.v1.DeleteRequestH\x00\x12+\n\x05touch\x18\x05 \x01(\x0b\x32\x1a.furrballs.v1.TouchRequestH\x00\x42\x04\n\x02op\"\xf9\x01\n\x10PipelineResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12(\n\x03get\x18\x04 \x01(\x0b\x32\x19.furrballs.v1.GetResponseH\x00\x12(\n\x03set\x18\x05 \x01(\x0b\x32\x19.furrballs.v1.SetResponseH\x00\x12.\n\x06\x64\x65lete\x18\x06 \x01(\x0b\x32\x1c.furrballs.v1.DeleteResponseH\x00\x12,\n\x05touch\x18\x07 \x01(\x0b\x32\x1b.furrballs.v1.TouchResponseH\x00\x42\x08\n\x06result\"\x0e\n\x0cStatsRequest\"\xdc\x01\n\tNodeStats\x12\x0c\n\x04node\x18\x01 \x01(\r\x12\x12\n\nhits_local\x18\x02 \x01(\x04\x12\x13\n\x0bhits_remote\x18\x03 \x01(\x04\x12\x0e\n\x06misses\x18\x04 \x01(\x04\x12\x0c\n\x04sets\x18\x05 \x01(\x04\x12\x0f\n\x07\x64\x65letes\x18\x06 \x01(\x04\x12\x11\n\tevictions\x18\x07 \x01(\x04\x12\x13\n\x0b\x65xpirations\x18\x08 \x01(\x04\x12\x11\n\tlive_keys\x18\t \x01(\x04\x12\x12\n\nlive_bytes\x18\n \x01(\x04\x12\x1a\n\x12memory_limit_bytes\x18\x0b \x01(\x04\"7\n\rStatsResponse\x12&\n\x05nodes\x18\x01 \x03(\x0b\x32\x17.furrballs.v1.NodeStats*@\n\x07SetMode\x12\x0e\n\nSET_ALWAYS\x10\x00\x12\x11\n\rSET_IF_ABSENT\x10\x01\x12\x12\n\x0eSET_IF_VERSION\x10\x02\x32\xad\x04\n\x05\x43\x61\x63he\x12:\n\x03Get\x12\x18.furrballs.v1.GetRequest\x1a\x19.furrballs.v1.GetResponse\x12:\n\x03Set\x12\x18.furrballs.v1.SetRequest\x1a\x19.furrballs.v1.SetResponse\x12\x43\n\x06\x44\x65lete\x12\x1b.furrballs.v1.DeleteRequest\x1a\x1c.furrballs.v1.DeleteResponse\x12@\n\x05Touch\x12\x1a.furrballs.v1.TouchRequest\x1a\x1b.furrballs.v1.TouchResponse\x12I\n\x08MultiGet\x12\x1d.furrballs.v1.MultiGetRequest\x1a\x1e.furrballs.v1.MultiGetResponse\x12I\n\x08MultiSet\x12\x1d.furrballs.v1.MultiSetRequest\x1a\x1e.furrballs.v1.MultiSetResponse\x12M\n\x08Pipeline\x12\x1d.furrballs.v1.PipelineRequest\x1a\x1e.furrballs.v1.PipelineResponse(\x01\x30\x01\x12@\n\x05Stats\x12\x1a.furrballs.v1.StatsRequest\x1a\x1b.furrballs.v1.StatsResponseB\x03\xf8\x01\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'furrballs.v1.furrballs_pb2', globals())
@@ -21,44 +21,44 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\370\001\001'
-  _SETMODE._serialized_start=1481
-  _SETMODE._serialized_end=1545
+  _SETMODE._serialized_start=1512
+  _SETMODE._serialized_end=1576
   _GETREQUEST._serialized_start=46
   _GETREQUEST._serialized_end=71
   _GETRESPONSE._serialized_start=73
-  _GETRESPONSE._serialized_end=159
-  _SETREQUEST._serialized_start=161
-  _SETREQUEST._serialized_end=280
-  _SETRESPONSE._serialized_start=282
-  _SETRESPONSE._serialized_end=312
-  _DELETEREQUEST._serialized_start=314
-  _DELETEREQUEST._serialized_end=342
-  _DELETERESPONSE._serialized_start=344
-  _DELETERESPONSE._serialized_end=377
-  _TOUCHREQUEST._serialized_start=379
-  _TOUCHREQUEST._serialized_end=422
-  _TOUCHRESPONSE._serialized_start=424
-  _TOUCHRESPONSE._serialized_end=439
-  _MULTIGETREQUEST._serialized_start=441
-  _MULTIGETREQUEST._serialized_end=472
-  _MULTIGETRESPONSE._serialized_start=474
-  _MULTIGETRESPONSE._serialized_end=536
-  _MULTISETREQUEST._serialized_start=538
-  _MULTISETREQUEST._serialized_end=596
-  _SETRESULT._serialized_start=598
-  _SETRESULT._serialized_end=657
-  _MULTISETRESPONSE._serialized_start=659
-  _MULTISETRESPONSE._serialized_end=719
-  _PIPELINEREQUEST._serialized_start=722
-  _PIPELINEREQUEST._serialized_end=931
-  _PIPELINERESPONSE._serialized_start=934
-  _PIPELINERESPONSE._serialized_end=1183
-  _STATSREQUEST._serialized_start=1185
-  _STATSREQUEST._serialized_end=1199
-  _NODESTATS._serialized_start=1202
-  _NODESTATS._serialized_end=1422
-  _STATSRESPONSE._serialized_start=1424
-  _STATSRESPONSE._serialized_end=1479
-  _CACHE._serialized_start=1548
-  _CACHE._serialized_end=2105
+  _GETRESPONSE._serialized_end=190
+  _SETREQUEST._serialized_start=192
+  _SETREQUEST._serialized_end=311
+  _SETRESPONSE._serialized_start=313
+  _SETRESPONSE._serialized_end=343
+  _DELETEREQUEST._serialized_start=345
+  _DELETEREQUEST._serialized_end=373
+  _DELETERESPONSE._serialized_start=375
+  _DELETERESPONSE._serialized_end=408
+  _TOUCHREQUEST._serialized_start=410
+  _TOUCHREQUEST._serialized_end=453
+  _TOUCHRESPONSE._serialized_start=455
+  _TOUCHRESPONSE._serialized_end=470
+  _MULTIGETREQUEST._serialized_start=472
+  _MULTIGETREQUEST._serialized_end=503
+  _MULTIGETRESPONSE._serialized_start=505
+  _MULTIGETRESPONSE._serialized_end=567
+  _MULTISETREQUEST._serialized_start=569
+  _MULTISETREQUEST._serialized_end=627
+  _SETRESULT._serialized_start=629
+  _SETRESULT._serialized_end=688
+  _MULTISETRESPONSE._serialized_start=690
+  _MULTISETRESPONSE._serialized_end=750
+  _PIPELINEREQUEST._serialized_start=753
+  _PIPELINEREQUEST._serialized_end=962
+  _PIPELINERESPONSE._serialized_start=965
+  _PIPELINERESPONSE._serialized_end=1214
+  _STATSREQUEST._serialized_start=1216
+  _STATSREQUEST._serialized_end=1230
+  _NODESTATS._serialized_start=1233
+  _NODESTATS._serialized_end=1453
+  _STATSRESPONSE._serialized_start=1455
+  _STATSRESPONSE._serialized_end=1510
+  _CACHE._serialized_start=1579
+  _CACHE._serialized_end=2136
 # @@protoc_insertion_point(module_scope)

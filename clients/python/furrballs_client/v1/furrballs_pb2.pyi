@@ -28,16 +28,20 @@ class GetRequest(_message.Message):
     def __init__(self, key: _Optional[bytes] = ...) -> None: ...
 
 class GetResponse(_message.Message):
-    __slots__ = ["found", "ttl_remaining_ms", "value", "version"]
+    __slots__ = ["code", "found", "message", "ttl_remaining_ms", "value", "version"]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     FOUND_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TTL_REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    code: int
     found: bool
+    message: str
     ttl_remaining_ms: int
     value: bytes
     version: int
-    def __init__(self, found: bool = ..., value: _Optional[bytes] = ..., version: _Optional[int] = ..., ttl_remaining_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, found: bool = ..., value: _Optional[bytes] = ..., version: _Optional[int] = ..., ttl_remaining_ms: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class MultiGetRequest(_message.Message):
     __slots__ = ["keys"]

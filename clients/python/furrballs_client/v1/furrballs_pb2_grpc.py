@@ -89,7 +89,8 @@ class CacheServicer(object):
 
     def MultiGet(self, request, context):
         """Reads many keys, possibly owned by different NUMA nodes. Results come
-        back in request order.
+        back in request order, each with its own code: a bad key fails only
+        itself, and the RPC's status is OK unless the whole call failed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
