@@ -11,6 +11,7 @@
 #include <absl/strings/str_cat.h>
 
 #include "engine/common/sync.h"
+#include "service/raw_call.h"
 
 namespace furrballs::service {
 namespace {
@@ -38,15 +39,39 @@ Status Unavailable() {
                 "server is starting or shutting down; retry later");
 }
 
-// Counts a unary RPC in the service's request statistics and finishes it.
+// Counts a unary RPC in the service's request statistics and answers it;
+// `rpc` is deleted. Returns the RPC's reactor.
 grpc::ServerUnaryReactor* FinishCounted(const CacheService* svc,
-                                        grpc::ServerUnaryReactor* reactor,
-                                        RequestOp op,
+                                        RawUnaryReply* rpc, RequestOp op,
                                         RequestStats::Clock::time_point start,
                                         const Status& status) {
   svc->RecordRequest(op, start, status);
-  reactor->Finish(status);
-  return reactor;
+  return rpc->Reply(status);
+}
+
+Status Unparsable(absl::string_view what,
+                  const google::protobuf::MessageLite& message) {
+  return Status(StatusCode::INVALID_ARGUMENT,
+                absl::StrCat(what, ": the request could not be parsed as a ",
+                             message.GetTypeName()));
+}
+
+// Whether a unary RPC may run. If not, answers it (deleting `rpc`):
+// UNAVAILABLE while the service is not ready, INVALID_ARGUMENT when its body
+// does not parse as the method's request.
+template <typename Request, typename Response>
+bool Admit(const CacheService* svc, RawUnaryCall<Request, Response>* rpc,
+           const grpc::ByteBuffer& body, RequestOp op, absl::string_view what,
+           RequestStats::Clock::time_point start) {
+  if (!svc->ready()) {
+    FinishCounted(svc, rpc, op, start, Unavailable());
+    return false;
+  }
+  if (!ParseMessage(body, &rpc->request)) {
+    FinishCounted(svc, rpc, op, start, Unparsable(what, rpc->request));
+    return false;
+  }
+  return true;
 }
 
 // The status of a finished op, for the operation named `what`.
@@ -124,7 +149,7 @@ void SetItemStatus(const Status& status, Result* result) {
 template <typename Response>
 struct UnaryCall {
   CacheOp op;
-  grpc::ServerUnaryReactor* reactor = nullptr;
+  RawUnaryReply* rpc = nullptr;
   Response* response = nullptr;
   const CacheService* service = nullptr;
   const char* what = "";
@@ -136,8 +161,7 @@ struct UnaryCall {
     auto* call = static_cast<UnaryCall*>(context);
     Status s = StatusOf(*op, call->what, call->service->limits());
     if (s.ok() && call->fill != nullptr) call->fill(*op, call->response);
-    FinishCounted(call->service, call->reactor, call->request_op, call->start,
-                  s);
+    FinishCounted(call->service, call->rpc, call->request_op, call->start, s);
     delete call;
   }
 };
@@ -146,7 +170,8 @@ template <typename Response>
 grpc::ServerUnaryReactor* RunUnary(CacheService* svc,
                                    grpc::CallbackServerContext* ctx,
                                    std::unique_ptr<UnaryCall<Response>> call) {
-  grpc::ServerUnaryReactor* reactor = call->reactor;
+  grpc::ServerUnaryReactor* reactor = call->rpc->reactor();
+  RawUnaryReply* rpc = call->rpc;
   call->op.deadline = SteadyDeadline(ctx);
   call->op.on_done = &UnaryCall<Response>::Done;
   call->op.done_context = call.get();
@@ -157,7 +182,7 @@ grpc::ServerUnaryReactor* RunUnary(CacheService* svc,
   UnaryCall<Response>* raw = call.release();
   if (Error e = svc->dispatcher()->Submit(op); e != Error::kOk) {
     delete raw;
-    FinishCounted(svc, reactor, request_op, start,
+    FinishCounted(svc, rpc, request_op, start,
                   SubmitStatus(e, what, svc->limits()));
   }
   return reactor;
@@ -174,18 +199,21 @@ CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
       max_pipeline_in_flight_(max_pipeline_in_flight) {}
 
 grpc::ServerUnaryReactor* CacheService::Get(grpc::CallbackServerContext* ctx,
-                                            const v1::GetRequest* request,
-                                            v1::GetResponse* response) {
+                                            const grpc::ByteBuffer* body,
+                                            grpc::ByteBuffer* reply) {
   const auto start = RequestStats::Clock::now();
-  auto* reactor = ctx->DefaultReactor();
-  if (!ready()) {
-    return FinishCounted(this, reactor, RequestOp::kGet, start, Unavailable());
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc = new RawUnaryCall<v1::GetRequest, v1::GetResponse>(reactor, reply);
+  if (!Admit(this, rpc, *body, RequestOp::kGet, "Get", start)) {
+    return reactor;
   }
+  const v1::GetRequest* request = &rpc->request;
+  v1::GetResponse* response = &rpc->response;
   if (Status s = ValidateKey(request->key(), "Get", limits_); !s.ok()) {
-    return FinishCounted(this, reactor, RequestOp::kGet, start, s);
+    return FinishCounted(this, rpc, RequestOp::kGet, start, s);
   }
   auto call = std::make_unique<UnaryCall<v1::GetResponse>>();
-  call->reactor = reactor;
+  call->rpc = rpc;
   call->request_op = RequestOp::kGet;
   call->start = start;
   call->response = response;
@@ -199,21 +227,23 @@ grpc::ServerUnaryReactor* CacheService::Get(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* CacheService::Set(grpc::CallbackServerContext* ctx,
-                                            const v1::SetRequest* request,
-                                            v1::SetResponse* response) {
+                                            const grpc::ByteBuffer* body,
+                                            grpc::ByteBuffer* reply) {
   const auto start = RequestStats::Clock::now();
-  auto* reactor = ctx->DefaultReactor();
-  if (!ready()) {
-    return FinishCounted(this, reactor, RequestOp::kSet, start, Unavailable());
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc = new RawUnaryCall<v1::SetRequest, v1::SetResponse>(reactor, reply);
+  if (!Admit(this, rpc, *body, RequestOp::kSet, "Set", start)) {
+    return reactor;
   }
+  const v1::SetRequest* request = &rpc->request;
   auto call = std::make_unique<UnaryCall<v1::SetResponse>>();
   if (Status s = PrepareSet(*request, "Set", limits_, call->op); !s.ok()) {
-    return FinishCounted(this, reactor, RequestOp::kSet, start, s);
+    return FinishCounted(this, rpc, RequestOp::kSet, start, s);
   }
-  call->reactor = reactor;
+  call->rpc = rpc;
   call->request_op = RequestOp::kSet;
   call->start = start;
-  call->response = response;
+  call->response = &rpc->response;
   call->service = this;
   call->what = "Set";
   call->fill = [](const CacheOp& op, v1::SetResponse* r) {
@@ -224,22 +254,23 @@ grpc::ServerUnaryReactor* CacheService::Set(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* CacheService::Delete(
-    grpc::CallbackServerContext* ctx, const v1::DeleteRequest* request,
-    v1::DeleteResponse* response) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* body,
+    grpc::ByteBuffer* reply) {
   const auto start = RequestStats::Clock::now();
-  auto* reactor = ctx->DefaultReactor();
-  if (!ready()) {
-    return FinishCounted(this, reactor, RequestOp::kDelete, start,
-                         Unavailable());
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc = new RawUnaryCall<v1::DeleteRequest, v1::DeleteResponse>(reactor, reply);
+  if (!Admit(this, rpc, *body, RequestOp::kDelete, "Delete", start)) {
+    return reactor;
   }
+  const v1::DeleteRequest* request = &rpc->request;
   if (Status s = ValidateKey(request->key(), "Delete", limits_); !s.ok()) {
-    return FinishCounted(this, reactor, RequestOp::kDelete, start, s);
+    return FinishCounted(this, rpc, RequestOp::kDelete, start, s);
   }
   auto call = std::make_unique<UnaryCall<v1::DeleteResponse>>();
-  call->reactor = reactor;
+  call->rpc = rpc;
   call->request_op = RequestOp::kDelete;
   call->start = start;
-  call->response = response;
+  call->response = &rpc->response;
   call->service = this;
   call->what = "Delete";
   call->fill = [](const CacheOp& op, v1::DeleteResponse* r) {
@@ -251,25 +282,26 @@ grpc::ServerUnaryReactor* CacheService::Delete(
 }
 
 grpc::ServerUnaryReactor* CacheService::Touch(grpc::CallbackServerContext* ctx,
-                                              const v1::TouchRequest* request,
-                                              v1::TouchResponse* response) {
+                                              const grpc::ByteBuffer* body,
+                                              grpc::ByteBuffer* reply) {
   const auto start = RequestStats::Clock::now();
-  auto* reactor = ctx->DefaultReactor();
-  if (!ready()) {
-    return FinishCounted(this, reactor, RequestOp::kTouch, start,
-                         Unavailable());
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc = new RawUnaryCall<v1::TouchRequest, v1::TouchResponse>(reactor, reply);
+  if (!Admit(this, rpc, *body, RequestOp::kTouch, "Touch", start)) {
+    return reactor;
   }
+  const v1::TouchRequest* request = &rpc->request;
   if (Status s = ValidateKey(request->key(), "Touch", limits_); !s.ok()) {
-    return FinishCounted(this, reactor, RequestOp::kTouch, start, s);
+    return FinishCounted(this, rpc, RequestOp::kTouch, start, s);
   }
   if (Status s = ValidateTtl(request->ttl_ms(), "Touch"); !s.ok()) {
-    return FinishCounted(this, reactor, RequestOp::kTouch, start, s);
+    return FinishCounted(this, rpc, RequestOp::kTouch, start, s);
   }
   auto call = std::make_unique<UnaryCall<v1::TouchResponse>>();
-  call->reactor = reactor;
+  call->rpc = rpc;
   call->request_op = RequestOp::kTouch;
   call->start = start;
-  call->response = response;
+  call->response = &rpc->response;
   call->service = this;
   call->what = "Touch";
   call->op.kind = OpKind::kTouch;
@@ -284,7 +316,7 @@ namespace {
 struct MultiCall {
   std::unique_ptr<CacheOp[]> ops;
   std::atomic<size_t> remaining{0};
-  grpc::ServerUnaryReactor* reactor = nullptr;
+  RawUnaryReply* rpc = nullptr;
   const CacheService* service = nullptr;
   v1::MultiGetResponse* get_response = nullptr;
   v1::MultiSetResponse* set_response = nullptr;
@@ -326,7 +358,7 @@ struct MultiCall {
                       r);
       }
     }
-    FinishCounted(service, reactor, request_op, start, Status::OK);
+    FinishCounted(service, rpc, request_op, start, Status::OK);
     delete this;
   }
 
@@ -356,17 +388,20 @@ void SubmitAll(Dispatcher* dispatcher, MultiCall* call,
 }  // namespace
 
 grpc::ServerUnaryReactor* CacheService::MultiGet(
-    grpc::CallbackServerContext* ctx, const v1::MultiGetRequest* request,
-    v1::MultiGetResponse* response) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* body,
+    grpc::ByteBuffer* reply) {
   const auto start = RequestStats::Clock::now();
-  auto* reactor = ctx->DefaultReactor();
-  if (!ready()) {
-    return FinishCounted(this, reactor, RequestOp::kMultiGet, start,
-                         Unavailable());
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc =
+      new RawUnaryCall<v1::MultiGetRequest, v1::MultiGetResponse>(reactor, reply);
+  if (!Admit(this, rpc, *body, RequestOp::kMultiGet, "MultiGet", start)) {
+    return reactor;
   }
+  const v1::MultiGetRequest* request = &rpc->request;
+  v1::MultiGetResponse* response = &rpc->response;
   const size_t n = request->keys_size();
   if (n == 0) {
-    return FinishCounted(this, reactor, RequestOp::kMultiGet, start,
+    return FinishCounted(this, rpc, RequestOp::kMultiGet, start,
                          Status::OK);
   }
 
@@ -374,7 +409,7 @@ grpc::ServerUnaryReactor* CacheService::MultiGet(
   call->ops = std::make_unique<CacheOp[]>(n);
   call->count = n;
   call->remaining.store(n, std::memory_order_relaxed);
-  call->reactor = reactor;
+  call->rpc = rpc;
   call->request_op = RequestOp::kMultiGet;
   call->start = start;
   call->service = this;
@@ -403,17 +438,20 @@ grpc::ServerUnaryReactor* CacheService::MultiGet(
 }
 
 grpc::ServerUnaryReactor* CacheService::MultiSet(
-    grpc::CallbackServerContext* ctx, const v1::MultiSetRequest* request,
-    v1::MultiSetResponse* response) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* body,
+    grpc::ByteBuffer* reply) {
   const auto start = RequestStats::Clock::now();
-  auto* reactor = ctx->DefaultReactor();
-  if (!ready()) {
-    return FinishCounted(this, reactor, RequestOp::kMultiSet, start,
-                         Unavailable());
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc =
+      new RawUnaryCall<v1::MultiSetRequest, v1::MultiSetResponse>(reactor, reply);
+  if (!Admit(this, rpc, *body, RequestOp::kMultiSet, "MultiSet", start)) {
+    return reactor;
   }
+  const v1::MultiSetRequest* request = &rpc->request;
+  v1::MultiSetResponse* response = &rpc->response;
   const size_t n = request->items_size();
   if (n == 0) {
-    return FinishCounted(this, reactor, RequestOp::kMultiSet, start,
+    return FinishCounted(this, rpc, RequestOp::kMultiSet, start,
                          Status::OK);
   }
 
@@ -421,7 +459,7 @@ grpc::ServerUnaryReactor* CacheService::MultiSet(
   call->ops = std::make_unique<CacheOp[]>(n);
   call->count = n;
   call->remaining.store(n, std::memory_order_relaxed);
-  call->reactor = reactor;
+  call->rpc = rpc;
   call->request_op = RequestOp::kMultiSet;
   call->start = start;
   call->service = this;
@@ -448,16 +486,16 @@ grpc::ServerUnaryReactor* CacheService::MultiSet(
 }
 
 grpc::ServerUnaryReactor* CacheService::Stats(grpc::CallbackServerContext* ctx,
-                                              const v1::StatsRequest*,
-                                              v1::StatsResponse* response) {
+                                              const grpc::ByteBuffer* body,
+                                              grpc::ByteBuffer* reply) {
   const auto start = RequestStats::Clock::now();
-  auto* reactor = ctx->DefaultReactor();
-  if (!ready()) {
-    return FinishCounted(this, reactor, RequestOp::kStats, start,
-                         Unavailable());
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc = new RawUnaryCall<v1::StatsRequest, v1::StatsResponse>(reactor, reply);
+  if (!Admit(this, rpc, *body, RequestOp::kStats, "Stats", start)) {
+    return reactor;
   }
   for (const NodeStatsSnapshot& s : engine_->Stats()) {
-    v1::NodeStats* n = response->add_nodes();
+    v1::NodeStats* n = rpc->response.add_nodes();
     n->set_node(s.node);
     n->set_hits_local(s.hits_local);
     n->set_hits_remote(s.hits_remote);
@@ -470,7 +508,7 @@ grpc::ServerUnaryReactor* CacheService::Stats(grpc::CallbackServerContext* ctx,
     n->set_live_bytes(s.live_bytes);
     n->set_memory_limit_bytes(s.memory_limit_bytes);
   }
-  return FinishCounted(this, reactor, RequestOp::kStats, start, Status::OK);
+  return FinishCounted(this, rpc, RequestOp::kStats, start, Status::OK);
 }
 
 namespace {
@@ -479,12 +517,18 @@ namespace {
 // max_in_flight ops at once (then reading pauses: flow control back to the
 // client); completions, which arrive on node workers in any order, queue their
 // responses and one write is in flight at a time. The stream finishes once
-// the client half-closed and every op was answered.
+// the client half-closed and every op was answered, with OK; or, after a
+// frame that does not parse, once every op read before it was answered, with
+// INVALID_ARGUMENT (nothing after that frame is read: its id is unknown, so it
+// cannot be answered on its own).
+//
+// Frames are raw bytes (service/raw_call.h): requests are parsed here and
+// responses serialized in Complete.
 //
 // gRPC reactions (StartRead/StartWrite/Finish) are issued outside mu_, since
 // gRPC may run the matching callback inline.
 class PipelineReactor final
-    : public grpc::ServerBidiReactor<v1::PipelineRequest, v1::PipelineResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   PipelineReactor(CacheService* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx) {
@@ -493,19 +537,21 @@ class PipelineReactor final
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      bool finish = false;
-      {
-        MutexLock lock(&mu_);
-        reads_done_ = true;
-        finish = ShouldFinishLocked();
-      }
-      if (finish) Finish(Status::OK);
+      EndReads(Status::OK);
       return;
     }
+    ++frames_read_;
     auto item = std::make_unique<Item>();
     item->start = RequestStats::Clock::now();
     item->reactor = this;
-    item->request.Swap(&request_);
+    const bool parsed = ParseMessage(request_, &item->request);
+    request_.Clear();
+    if (!parsed) {
+      const Status bad = BadFrame(item->request);
+      service_->RecordRequest(RequestOp::kPipeline, item->start, bad);
+      EndReads(bad);
+      return;
+    }
     item->response.set_id(item->request.id());
     Status s = Prepare(*item);
     bool read_more;
@@ -527,8 +573,9 @@ class PipelineReactor final
   }
 
   void OnWriteDone(bool ok) override {
-    const v1::PipelineResponse* next = nullptr;
+    const grpc::ByteBuffer* next = nullptr;
     bool finish = false;
+    Status final_status;
     {
       MutexLock lock(&mu_);
       outbox_.pop_front();
@@ -539,10 +586,11 @@ class PipelineReactor final
       } else {
         writing_ = false;
         finish = ShouldFinishLocked();
+        final_status = final_status_;
       }
     }
     if (next != nullptr) StartWrite(next);
-    if (finish) Finish(Status::OK);
+    if (finish) Finish(final_status);
   }
 
   void OnDone() override { delete this; }
@@ -608,32 +656,43 @@ class PipelineReactor final
   void Complete(Item* item, const Status& status) {
     std::unique_ptr<Item> owned(item);
     service_->RecordRequest(RequestOp::kPipeline, item->start, status);
-    auto resp = std::make_unique<v1::PipelineResponse>();
-    resp->Swap(&item->response);
-    resp->set_code(static_cast<int>(status.error_code()));
+    v1::PipelineResponse& resp = item->response;
+    resp.set_code(static_cast<int>(status.error_code()));
     if (!status.ok()) {
-      resp->set_message(status.error_message());
-      resp->clear_result();
+      resp.set_message(status.error_message());
+      resp.clear_result();
     } else {
       const CacheOp& op = item->op;
       switch (op.kind) {
         case OpKind::kGet:
-          FillGet(op, resp->mutable_get());
+          FillGet(op, resp.mutable_get());
           break;
         case OpKind::kSet:
-          resp->mutable_set()->set_version(op.set.version);
+          resp.mutable_set()->set_version(op.set.version);
           break;
         case OpKind::kDelete:
-          resp->mutable_delete_()->set_deleted(op.del.deleted);
+          resp.mutable_delete_()->set_deleted(op.del.deleted);
           break;
         case OpKind::kTouch:
-          resp->mutable_touch();
+          resp.mutable_touch();
           break;
       }
     }
-    const v1::PipelineResponse* to_write = nullptr;
+    auto frame = std::make_unique<grpc::ByteBuffer>();
+    if (Status s = SerializeMessage(resp, frame.get()); !s.ok()) {
+      // Only a response over protobuf's size limit fails; the op is then
+      // answered with why, which is small enough to always serialize.
+      v1::PipelineResponse failed;
+      failed.set_id(resp.id());
+      failed.set_code(static_cast<int>(StatusCode::INTERNAL));
+      failed.set_message(absl::StrCat("Pipeline: the answer could not be "
+                                      "serialized: ", s.error_message()));
+      SerializeMessage(failed, frame.get());
+    }
+    const grpc::ByteBuffer* to_write = nullptr;
     bool resume_read = false;
     bool finish = false;
+    Status final_status;
     {
       MutexLock lock(&mu_);
       --in_flight_;
@@ -643,17 +702,44 @@ class PipelineReactor final
         resume_read = true;
       }
       if (!broken_) {
-        outbox_.push_back(std::move(resp));
+        outbox_.push_back(std::move(frame));
         if (!writing_) {
           writing_ = true;
           to_write = outbox_.front().get();
         }
       }
       finish = ShouldFinishLocked();
+      final_status = final_status_;
     }
     if (to_write != nullptr) StartWrite(to_write);
     if (resume_read) StartRead(&request_);
-    if (finish) Finish(Status::OK);
+    if (finish) Finish(final_status);
+  }
+
+  // No more frames will be read; the stream ends with `status` once every op
+  // read so far is answered.
+  void EndReads(const Status& status) {
+    bool finish = false;
+    Status final_status;
+    {
+      MutexLock lock(&mu_);
+      reads_done_ = true;
+      if (final_status_.ok()) final_status_ = status;
+      finish = ShouldFinishLocked();
+      final_status = final_status_;
+    }
+    if (finish) Finish(final_status);
+  }
+
+  // Why the stream ends at frame frames_read_, which did not parse.
+  Status BadFrame(const v1::PipelineRequest& request) const {
+    return Status(
+        StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("Pipeline: frame ", frames_read_,
+                     " of the stream could not be parsed as a ",
+                     request.GetTypeName(), "; the stream ends after the "
+                     "answers to the frames before it, and nothing after it "
+                     "was read"));
   }
 
   bool ShouldFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -667,7 +753,10 @@ class PipelineReactor final
 
   CacheService* const service_;
   grpc::CallbackServerContext* const ctx_;
-  v1::PipelineRequest request_;  // owned by the outstanding read
+  grpc::ByteBuffer request_;  // owned by the outstanding read
+  // Frames read so far, for error messages; touched only by OnReadDone (gRPC
+  // runs a stream's read callbacks one at a time).
+  uint64_t frames_read_ = 0;
 
   Mutex mu_;
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
@@ -676,18 +765,20 @@ class PipelineReactor final
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<std::unique_ptr<v1::PipelineResponse>> outbox_ ABSL_GUARDED_BY(mu_);
+  // The stream's final status: OK, or why it ended early.
+  Status final_status_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<grpc::ByteBuffer>> outbox_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::PipelineRequest, v1::PipelineResponse>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 CacheService::Pipeline(grpc::CallbackServerContext* ctx) {
   if (!ready()) {
     RecordRequest(RequestOp::kPipeline, RequestStats::Clock::now(),
                   Unavailable());
-    class Refuse final : public grpc::ServerBidiReactor<v1::PipelineRequest,
-                                                        v1::PipelineResponse> {
+    class Refuse final
+        : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
      public:
       Refuse() { Finish(Unavailable()); }
       void OnDone() override { delete this; }

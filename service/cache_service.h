@@ -2,16 +2,20 @@
 //
 // Thread safety: thread-safe; gRPC calls the handlers from its own threads.
 //
-// Handlers never block. Each validates its input, hashes the key once, and
-// hands a CacheOp to the Dispatcher; the RPC is finished from the op's
-// completion (on the owning node's worker, or inline in direct mode). Every
-// rejection carries the most specific status code and a message naming the
-// field and the limit (service/status_mapping.h).
+// Handlers never block. Each parses its request, validates it, hashes the
+// key once, and hands a CacheOp to the Dispatcher; the RPC is finished from
+// the op's completion (on the owning node's worker, or inline in direct
+// mode). Every rejection carries the most specific status code and a message
+// naming the field and the limit (service/status_mapping.h); a request that
+// does not parse is INVALID_ARGUMENT too, which is why every method is
+// registered raw (service/raw_call.h).
 #ifndef FURRBALLS_SERVICE_CACHE_SERVICE_H_
 #define FURRBALLS_SERVICE_CACHE_SERVICE_H_
 
 #include <atomic>
 #include <cstddef>
+
+#include <grpcpp/support/byte_buffer.h>
 
 #include "engine/furrball/furrball.h"
 #include "furrballs/v1/furrballs.grpc.pb.h"
@@ -21,7 +25,18 @@
 
 namespace furrballs::service {
 
-class CacheService final : public furrballs::v1::Cache::CallbackService {
+// The generated furrballs.v1.Cache service with every method raw: requests
+// and responses are ByteBuffers that CacheService parses and serializes.
+using RawCacheService = v1::Cache::WithRawCallbackMethod_Get<
+    v1::Cache::WithRawCallbackMethod_Set<v1::Cache::WithRawCallbackMethod_Delete<
+        v1::Cache::WithRawCallbackMethod_Touch<
+            v1::Cache::WithRawCallbackMethod_MultiGet<
+                v1::Cache::WithRawCallbackMethod_MultiSet<
+                    v1::Cache::WithRawCallbackMethod_Pipeline<
+                        v1::Cache::WithRawCallbackMethod_Stats<
+                            v1::Cache::Service>>>>>>>>;
+
+class CacheService final : public RawCacheService {
  public:
   // `engine` and `dispatcher` must outlive the service.
   CacheService(FurrBall* engine, Dispatcher* dispatcher,
@@ -32,29 +47,32 @@ class CacheService final : public furrballs::v1::Cache::CallbackService {
   void SetReady(bool ready) { ready_.store(ready, std::memory_order_release); }
   bool ready() const { return ready_.load(std::memory_order_acquire); }
 
+  // Each takes the request's bytes and fills `reply` with the response's.
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx,
-                                const v1::GetRequest* request,
-                                v1::GetResponse* response) override;
+                                const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* reply) override;
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* ctx,
-                                const v1::SetRequest* request,
-                                v1::SetResponse* response) override;
+                                const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* reply) override;
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* ctx,
-                                   const v1::DeleteRequest* request,
-                                   v1::DeleteResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* reply) override;
   grpc::ServerUnaryReactor* Touch(grpc::CallbackServerContext* ctx,
-                                  const v1::TouchRequest* request,
-                                  v1::TouchResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* reply) override;
   grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* ctx,
-                                     const v1::MultiGetRequest* request,
-                                     v1::MultiGetResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* reply) override;
   grpc::ServerUnaryReactor* MultiSet(grpc::CallbackServerContext* ctx,
-                                     const v1::MultiSetRequest* request,
-                                     v1::MultiSetResponse* response) override;
-  grpc::ServerBidiReactor<v1::PipelineRequest, v1::PipelineResponse>*
-  Pipeline(grpc::CallbackServerContext* ctx) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* reply) override;
+  // A frame that does not parse ends the stream with INVALID_ARGUMENT once
+  // every op read before it has been answered.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Pipeline(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
-                                  const v1::StatsRequest* request,
-                                  v1::StatsResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* reply) override;
 
   const Limits& limits() const { return limits_; }
   FurrBall* engine() const { return engine_; }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -38,6 +39,84 @@ ServerOptions TestOptions(DispatchMode mode) {
   o.shutdown_deadline = std::chrono::milliseconds(5000);
   return o;
 }
+
+// A body that no message parses: field 1, length-delimited, announces five
+// bytes and carries two.
+const std::string kUnparsable("\x0a\x05" "ab", 4);
+
+// Calls a unary method with raw bytes as its request body, as a client with a
+// broken encoder would.
+grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
+                          const std::string& method, const std::string& body) {
+  grpc::GenericStub stub(channel);
+  ClientContext ctx;
+  grpc::Slice slice(body);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
+}
+
+// A Pipeline stream whose frames are raw bytes, driven one step at a time on
+// its own completion queue.
+class RawPipelineStream {
+ public:
+  explicit RawPipelineStream(const std::shared_ptr<grpc::Channel>& channel)
+      : stub_(channel) {
+    call_ = stub_.PrepareCall(&ctx_, "/furrballs.v1.Cache/Pipeline", &cq_);
+    call_->StartCall(this);
+    Next();
+  }
+  ~RawPipelineStream() {
+    cq_.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+
+  // False once the stream has ended.
+  bool Write(const std::string& frame) {
+    grpc::Slice slice(frame);
+    grpc::ByteBuffer buffer(&slice, 1);
+    call_->Write(buffer, this);
+    return Next();
+  }
+  bool WritesDone() {
+    call_->WritesDone(this);
+    return Next();
+  }
+  // False at the end of the stream.
+  bool Read(v1::PipelineResponse* response) {
+    grpc::ByteBuffer buffer;
+    call_->Read(&buffer, this);
+    if (!Next()) return false;
+    return grpc::SerializationTraits<v1::PipelineResponse>::Deserialize(
+               &buffer, response)
+        .ok();
+  }
+  grpc::Status Finish() {
+    grpc::Status status;
+    call_->Finish(&status, this);
+    Next();
+    return status;
+  }
+
+ private:
+  bool Next() {
+    void* tag = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq_.Next(&tag, &ok));
+    return ok;
+  }
+
+  grpc::GenericStub stub_;
+  ClientContext ctx_;
+  grpc::CompletionQueue cq_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+};
 
 class ServiceTest : public ::testing::TestWithParam<DispatchMode> {
  protected:
@@ -294,6 +373,73 @@ TEST_P(ServiceTest, PipelineAnswersEveryIdWithTheRightResult) {
         EXPECT_EQ(a.get().value(), "val" + std::to_string(i / 2));
       }
     }
+  }
+}
+
+// gRPC 1.51 answers a unary body that does not parse UNIMPLEMENTED with no
+// message, as if the method did not exist; the service answers instead.
+TEST_P(ServiceTest, UnaryBodyThatDoesNotParseIsInvalidArgument) {
+  for (const char* method :
+       {"Get", "Set", "Delete", "Touch", "MultiGet", "MultiSet", "Stats"}) {
+    grpc::Status s = RawUnaryCall(
+        channel_, std::string("/furrballs.v1.Cache/") + method, kUnparsable);
+    EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT)
+        << method << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find(method), std::string::npos)
+        << s.error_message();
+    EXPECT_NE(s.error_message().find("could not be parsed"), std::string::npos)
+        << s.error_message();
+  }
+  v1::GetRequest get;
+  get.set_key("raw");
+  ASSERT_TRUE(Set("raw", "v").ok());
+  EXPECT_TRUE(RawUnaryCall(channel_, "/furrballs.v1.Cache/Get",
+                           get.SerializeAsString())
+                  .ok());
+}
+
+// A Pipeline frame that does not parse ends the stream with INVALID_ARGUMENT
+// saying so, after every op read before it was applied and answered; no op
+// after it is applied.
+TEST_P(ServiceTest, PipelineFrameThatDoesNotParseEndsTheStreamWithAnError) {
+  constexpr int kBefore = 50, kAfter = 20;
+  auto set_frame = [](int id, const std::string& key) {
+    v1::PipelineRequest r;
+    r.set_id(id);
+    r.mutable_set()->set_key(key);
+    r.mutable_set()->set_value("v" + std::to_string(id));
+    return r.SerializeAsString();
+  };
+  RawPipelineStream stream(channel_);
+  for (int i = 0; i < kBefore; ++i) {
+    ASSERT_TRUE(stream.Write(set_frame(i, "before" + std::to_string(i))));
+  }
+  ASSERT_TRUE(stream.Write(kUnparsable));
+  // These may fail once the server has ended the stream.
+  for (int i = kBefore; i < kBefore + kAfter; ++i) {
+    if (!stream.Write(set_frame(i, "after" + std::to_string(i)))) break;
+  }
+  stream.WritesDone();
+  std::map<uint64_t, v1::PipelineResponse> answers;
+  v1::PipelineResponse resp;
+  while (stream.Read(&resp)) answers[resp.id()] = resp;
+  grpc::Status status = stream.Finish();
+  EXPECT_EQ(status.error_code(), StatusCode::INVALID_ARGUMENT)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("could not be parsed"),
+            std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(answers.size(), size_t{kBefore});
+  for (int i = 0; i < kBefore; ++i) {
+    EXPECT_EQ(answers[i].code(), 0) << i << ": " << answers[i].message();
+    v1::GetResponse got;
+    ASSERT_TRUE(Get("before" + std::to_string(i), &got).ok());
+    EXPECT_EQ(got.value(), "v" + std::to_string(i));
+  }
+  for (int i = kBefore; i < kBefore + kAfter; ++i) {
+    v1::GetResponse got;
+    ASSERT_TRUE(Get("after" + std::to_string(i), &got).ok());
+    EXPECT_FALSE(got.found()) << i;
   }
 }
 
