@@ -3,7 +3,6 @@
 #include <chrono>
 #include <thread>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
@@ -11,17 +10,19 @@
 #include <absl/status/status.h>
 #include <absl/strings/str_cat.h>
 
+#include "service/reflection.h"
+
 namespace furrballs::service {
 
 std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
                                               grpc::Service* service,
                                               int* port) {
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address,
                            grpc::InsecureServerCredentials(), port);
   builder.RegisterService(service);
+  builder.RegisterService(ServedReflection());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,

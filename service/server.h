@@ -59,8 +59,10 @@ struct ServerOptions {
 // Builds and starts a gRPC server for `service` the way every Furrballs server
 // is built: listening on options.listen_address (plaintext), with the message,
 // stream and keepalive limits of `options`, the grpc.health.v1 service (its
-// statuses are the caller's to set) and server reflection. Server::Start uses it, and so does the benchmark's empty-handler
-// server (bench/service), so that the two differ only in their handlers.
+// statuses are the caller's to set) and server reflection with the .proto
+// comments (service/reflection.h). Server::Start uses it, and so does the
+// benchmark's empty-handler server (bench/service), so that the two differ
+// only in their handlers.
 // Sets *port to the bound port. Returns null if it cannot listen.
 //
 // Enables gRPC's default health service process-wide (a global setting).

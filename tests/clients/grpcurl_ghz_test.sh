@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of the server with tools that are not ours, through server
-# reflection only (no .proto files): grpcurl lists and describes the service
-# and does a Set then a Get with JSON bodies; ghz runs a short, bounded load
+# reflection only (no .proto files): grpcurl lists and describes every
+# service (with the .proto's comments), checks health, and does a Set then a
+# Get with JSON bodies; ghz runs a short, bounded load
 # (300 Gets, concurrency 4) that must finish with zero errors.
 #
 # grpcurl and ghz come from tools/install_go_tools.sh.
@@ -35,6 +36,27 @@ grep -qx "grpc.health.v1.Health" <<<"$OUT" && pass "list shows grpc.health.v1.He
 expect "grpcurl describe" 0 gc "$addr" describe furrballs.v1.Cache
 for rpc in Get Set Delete Touch MultiGet MultiSet Pipeline Stats; do
   grep -q "rpc $rpc (" <<<"$OUT" && pass "describe shows $rpc" || fail "describe shows $rpc" "$OUT"
+done
+# The .proto's comments come through reflection (proto/README.md says so).
+grep -qF "// Reads one key." <<<"$OUT" && pass "describe shows the rpc comments" ||
+  fail "describe shows the rpc comments" "$OUT"
+expect "grpcurl describe a message" 0 gc "$addr" describe furrballs.v1.GetResponse
+grep -qF "// False on a miss; the other fields are then unset." <<<"$OUT" &&
+  pass "describe shows the field comments" || fail "describe shows the field comments" "$OUT"
+
+# Every listed service can be described, and health answers without a local
+# .proto file.
+expect "grpcurl describe the health service" 0 gc "$addr" describe grpc.health.v1.Health
+grep -q "rpc Check (" <<<"$OUT" && pass "describe shows Health.Check" || fail "describe shows Health.Check" "$OUT"
+expect "grpcurl Health/Check" 0 gc "$addr" grpc.health.v1.Health/Check
+grep -q '"status": "SERVING"' <<<"$OUT" && pass "health is SERVING" || fail "health is SERVING" "$OUT"
+expect "grpcurl Health/Check of the Cache service" 0 \
+  gc -d '{"service":"furrballs.v1.Cache"}' "$addr" grpc.health.v1.Health/Check
+grep -q '"status": "SERVING"' <<<"$OUT" && pass "furrballs.v1.Cache is SERVING" ||
+  fail "furrballs.v1.Cache is SERVING" "$OUT"
+expect "grpcurl list again" 0 gc "$addr" list
+for service in $OUT; do
+  expect "grpcurl describe $service" 0 gc "$addr" describe "$service"
 done
 
 # bytes fields are base64 in JSON: "smoke" = c21va2U=, "ghz test value" below.

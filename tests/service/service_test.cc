@@ -17,8 +17,8 @@
 #include <gtest/gtest.h>
 
 #include "furrballs/v1/furrballs.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "service/server.h"
-#include "tests/service/health.grpc.pb.h"
 
 namespace furrballs::service {
 namespace {
