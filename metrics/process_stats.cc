@@ -6,8 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include <absl/status/status.h>
@@ -15,22 +13,13 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
 
+#include "engine/common/read_file.h"
+
 namespace furrballs::metrics {
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const char* path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
 absl::StatusOr<uint64_t> BootTimeSeconds() {
-  absl::StatusOr<std::string> stat = ReadFile("/proc/stat");
+  absl::StatusOr<std::string> stat = ReadFileToString("/proc/stat");
   if (!stat.ok()) return stat.status();
   for (absl::string_view line : absl::StrSplit(*stat, '\n')) {
     if (absl::ConsumePrefix(&line, "btime ")) {
@@ -92,7 +81,7 @@ absl::Status ParseProcStat(const std::string& stat, uint64_t boot_time_seconds,
 }
 
 absl::StatusOr<ProcessStats> ReadProcessStats() {
-  absl::StatusOr<std::string> stat = ReadFile("/proc/self/stat");
+  absl::StatusOr<std::string> stat = ReadFileToString("/proc/self/stat");
   if (!stat.ok()) return stat.status();
   absl::StatusOr<uint64_t> boot = BootTimeSeconds();
   if (!boot.ok()) return boot.status();

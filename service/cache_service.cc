@@ -3,6 +3,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,15 +57,17 @@ Status Unparsable(absl::string_view what,
                              message.GetTypeName()));
 }
 
-// Whether a unary RPC may run. If not, answers it (deleting `rpc`):
-// UNAVAILABLE while the service is not ready, INVALID_ARGUMENT when its body
-// does not parse as the method's request.
+// Whether a unary RPC may run. If not, answers it (deleting `rpc`): first
+// with CacheService::Admit's refusal (no or another token, or not ready), so
+// a caller without a token learns nothing about its request; then with
+// INVALID_ARGUMENT when its body does not parse as the method's request.
 template <typename Request, typename Response>
-bool Admit(const CacheService* svc, RawUnaryCall<Request, Response>* rpc,
-           const grpc::ByteBuffer& body, RequestOp op, absl::string_view what,
-           RequestStats::Clock::time_point start) {
-  if (!svc->ready()) {
-    FinishCounted(svc, rpc, op, start, Unavailable());
+bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
+            RawUnaryCall<Request, Response>* rpc, const grpc::ByteBuffer& body,
+            RequestOp op, Access need, absl::string_view what,
+            RequestStats::Clock::time_point start) {
+  if (Status s = svc->Admit(svc->TokenOf(ctx), need, what); !s.ok()) {
+    FinishCounted(svc, rpc, op, start, s);
     return false;
   }
   if (!ParseMessage(body, &rpc->request)) {
@@ -191,12 +194,22 @@ grpc::ServerUnaryReactor* RunUnary(CacheService* svc,
 }  // namespace
 
 CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
-                           size_t max_pipeline_in_flight)
+                           size_t max_pipeline_in_flight,
+                           const TokenAuthenticator* auth)
     : engine_(engine),
       dispatcher_(dispatcher),
       limits_{engine->options().max_key_bytes,
               engine->options().max_value_bytes},
-      max_pipeline_in_flight_(max_pipeline_in_flight) {}
+      max_pipeline_in_flight_(max_pipeline_in_flight),
+      auth_(auth) {}
+
+Status CacheService::Admit(const std::optional<TokenDigest>& token,
+                           Access need, absl::string_view what) const {
+  if (auth_ != nullptr) {
+    if (Status s = auth_->Authorize(token, need, what); !s.ok()) return s;
+  }
+  return ready() ? Status::OK : Unavailable();
+}
 
 grpc::ServerUnaryReactor* CacheService::Get(grpc::CallbackServerContext* ctx,
                                             const grpc::ByteBuffer* body,
@@ -204,7 +217,8 @@ grpc::ServerUnaryReactor* CacheService::Get(grpc::CallbackServerContext* ctx,
   const auto start = RequestStats::Clock::now();
   grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
   auto* rpc = new RawUnaryCall<v1::GetRequest, v1::GetResponse>(reactor, reply);
-  if (!Admit(this, rpc, *body, RequestOp::kGet, "Get", start)) {
+  if (!Accept(this, *ctx, rpc, *body, RequestOp::kGet, Access::kRead,
+              "Get", start)) {
     return reactor;
   }
   const v1::GetRequest* request = &rpc->request;
@@ -232,7 +246,8 @@ grpc::ServerUnaryReactor* CacheService::Set(grpc::CallbackServerContext* ctx,
   const auto start = RequestStats::Clock::now();
   grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
   auto* rpc = new RawUnaryCall<v1::SetRequest, v1::SetResponse>(reactor, reply);
-  if (!Admit(this, rpc, *body, RequestOp::kSet, "Set", start)) {
+  if (!Accept(this, *ctx, rpc, *body, RequestOp::kSet, Access::kWrite,
+              "Set", start)) {
     return reactor;
   }
   const v1::SetRequest* request = &rpc->request;
@@ -259,7 +274,8 @@ grpc::ServerUnaryReactor* CacheService::Delete(
   const auto start = RequestStats::Clock::now();
   grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
   auto* rpc = new RawUnaryCall<v1::DeleteRequest, v1::DeleteResponse>(reactor, reply);
-  if (!Admit(this, rpc, *body, RequestOp::kDelete, "Delete", start)) {
+  if (!Accept(this, *ctx, rpc, *body, RequestOp::kDelete, Access::kWrite,
+              "Delete", start)) {
     return reactor;
   }
   const v1::DeleteRequest* request = &rpc->request;
@@ -287,7 +303,8 @@ grpc::ServerUnaryReactor* CacheService::Touch(grpc::CallbackServerContext* ctx,
   const auto start = RequestStats::Clock::now();
   grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
   auto* rpc = new RawUnaryCall<v1::TouchRequest, v1::TouchResponse>(reactor, reply);
-  if (!Admit(this, rpc, *body, RequestOp::kTouch, "Touch", start)) {
+  if (!Accept(this, *ctx, rpc, *body, RequestOp::kTouch, Access::kWrite,
+              "Touch", start)) {
     return reactor;
   }
   const v1::TouchRequest* request = &rpc->request;
@@ -394,7 +411,8 @@ grpc::ServerUnaryReactor* CacheService::MultiGet(
   grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
   auto* rpc =
       new RawUnaryCall<v1::MultiGetRequest, v1::MultiGetResponse>(reactor, reply);
-  if (!Admit(this, rpc, *body, RequestOp::kMultiGet, "MultiGet", start)) {
+  if (!Accept(this, *ctx, rpc, *body, RequestOp::kMultiGet, Access::kRead,
+              "MultiGet", start)) {
     return reactor;
   }
   const v1::MultiGetRequest* request = &rpc->request;
@@ -444,7 +462,8 @@ grpc::ServerUnaryReactor* CacheService::MultiSet(
   grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
   auto* rpc =
       new RawUnaryCall<v1::MultiSetRequest, v1::MultiSetResponse>(reactor, reply);
-  if (!Admit(this, rpc, *body, RequestOp::kMultiSet, "MultiSet", start)) {
+  if (!Accept(this, *ctx, rpc, *body, RequestOp::kMultiSet, Access::kWrite,
+              "MultiSet", start)) {
     return reactor;
   }
   const v1::MultiSetRequest* request = &rpc->request;
@@ -491,7 +510,8 @@ grpc::ServerUnaryReactor* CacheService::Stats(grpc::CallbackServerContext* ctx,
   const auto start = RequestStats::Clock::now();
   grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
   auto* rpc = new RawUnaryCall<v1::StatsRequest, v1::StatsResponse>(reactor, reply);
-  if (!Admit(this, rpc, *body, RequestOp::kStats, "Stats", start)) {
+  if (!Accept(this, *ctx, rpc, *body, RequestOp::kStats, Access::kRead,
+              "Stats", start)) {
     return reactor;
   }
   for (const NodeStatsSnapshot& s : engine_->Stats()) {
@@ -513,6 +533,22 @@ grpc::ServerUnaryReactor* CacheService::Stats(grpc::CallbackServerContext* ctx,
 
 namespace {
 
+const char* PipelineOpName(v1::PipelineRequest::OpCase op) {
+  switch (op) {
+    case v1::PipelineRequest::kGet:
+      return "Pipeline Get";
+    case v1::PipelineRequest::kSet:
+      return "Pipeline Set";
+    case v1::PipelineRequest::kDelete:
+      return "Pipeline Delete";
+    case v1::PipelineRequest::kTouch:
+      return "Pipeline Touch";
+    case v1::PipelineRequest::OP_NOT_SET:
+      break;
+  }
+  return "Pipeline";
+}
+
 // The Pipeline stream. Reads are processed as they arrive, up to
 // max_in_flight ops at once (then reading pauses: flow control back to the
 // client); completions, which arrive on node workers in any order, queue their
@@ -531,7 +567,9 @@ class PipelineReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   PipelineReactor(CacheService* service, grpc::CallbackServerContext* ctx)
-      : service_(service), ctx_(ctx) {
+      : service_(service),
+        ctx_(ctx),
+        token_(service->TokenOf(*ctx)) {
     StartRead(&request_);
   }
 
@@ -605,9 +643,18 @@ class PipelineReactor final
   };
 
   Status Prepare(Item& item) {
-    // A stream opened before a drain began stays open, but its new ops are
-    // refused like new RPCs.
-    if (!service_->ready()) return Unavailable();
+    // Each op is admitted like a new RPC: a stream opened before a drain
+    // began stays open but its new ops are refused, and a token removed from
+    // the token file stops working on open streams too. Only Gets are reads.
+    const v1::PipelineRequest::OpCase op_case = item.request.op_case();
+    if (Status s = service_->Admit(
+            token_,
+            op_case == v1::PipelineRequest::kGet ? Access::kRead
+                                                 : Access::kWrite,
+            PipelineOpName(op_case));
+        !s.ok()) {
+      return s;
+    }
     const Limits& limits = service_->limits();
     CacheOp& op = item.op;
     op.deadline = SteadyDeadline(ctx_);
@@ -753,6 +800,8 @@ class PipelineReactor final
 
   CacheService* const service_;
   grpc::CallbackServerContext* const ctx_;
+  // The stream's bearer token, read once from its metadata.
+  const std::optional<TokenDigest> token_;
   grpc::ByteBuffer request_;  // owned by the outstanding read
   // Frames read so far, for error messages; touched only by OnReadDone (gRPC
   // runs a stream's read callbacks one at a time).
@@ -774,16 +823,15 @@ class PipelineReactor final
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 CacheService::Pipeline(grpc::CallbackServerContext* ctx) {
-  if (!ready()) {
-    RecordRequest(RequestOp::kPipeline, RequestStats::Clock::now(),
-                  Unavailable());
+  if (Status s = Admit(TokenOf(*ctx), Access::kRead, "Pipeline"); !s.ok()) {
+    RecordRequest(RequestOp::kPipeline, RequestStats::Clock::now(), s);
     class Refuse final
         : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
      public:
-      Refuse() { Finish(Unavailable()); }
+      explicit Refuse(const Status& status) { Finish(status); }
       void OnDone() override { delete this; }
     };
-    return new Refuse;
+    return new Refuse(s);
   }
   return new PipelineReactor(this, ctx);
 }

@@ -14,6 +14,9 @@
 
 #include <atomic>
 #include <cstddef>
+#include <optional>
+
+#include <absl/strings/string_view.h>
 
 #include <grpcpp/support/byte_buffer.h>
 
@@ -22,6 +25,7 @@
 #include "service/dispatcher.h"
 #include "service/request_stats.h"
 #include "service/status_mapping.h"
+#include "service/token_auth.h"
 
 namespace furrballs::service {
 
@@ -38,9 +42,12 @@ using RawCacheService = v1::Cache::WithRawCallbackMethod_Get<
 
 class CacheService final : public RawCacheService {
  public:
-  // `engine` and `dispatcher` must outlive the service.
+  // `engine` and `dispatcher` must outlive the service, and so must `auth`
+  // when given: then every Cache call needs a bearer token it accepts
+  // (service/token_auth.h); null serves everybody.
   CacheService(FurrBall* engine, Dispatcher* dispatcher,
-               size_t max_pipeline_in_flight);
+               size_t max_pipeline_in_flight,
+               const TokenAuthenticator* auth = nullptr);
 
   // Until SetReady(true) (and after SetReady(false)) every RPC fails with
   // UNAVAILABLE.
@@ -74,6 +81,18 @@ class CacheService final : public RawCacheService {
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* reply) override;
 
+  // The call's bearer token, when tokens are on (else nullopt: none needed).
+  std::optional<TokenDigest> TokenOf(
+      const grpc::CallbackServerContext& ctx) const {
+    return auth_ != nullptr ? PresentedToken(ctx) : std::nullopt;
+  }
+  // The first check of every RPC and of every Pipeline op: `token` must
+  // grant `need` when tokens are on (else UNAUTHENTICATED or
+  // PERMISSION_DENIED), then the service must be ready (else UNAVAILABLE,
+  // while starting or draining). `what` names the method in the message.
+  grpc::Status Admit(const std::optional<TokenDigest>& token, Access need,
+                     absl::string_view what) const;
+
   const Limits& limits() const { return limits_; }
   FurrBall* engine() const { return engine_; }
   Dispatcher* dispatcher() const { return dispatcher_; }
@@ -94,6 +113,7 @@ class CacheService final : public RawCacheService {
   Dispatcher* const dispatcher_;
   const Limits limits_;
   const size_t max_pipeline_in_flight_;
+  const TokenAuthenticator* const auth_;
   std::atomic<bool> ready_{false};
   // Mutable like a mutex would be: recording is internally synchronized and
   // changes nothing a caller of the service can observe.

@@ -106,6 +106,30 @@ ABSL_FLAG(uint64_t, shutdown_drain_ms, 0,
           "are answered UNAVAILABLE before connections close (0: close at "
           "once; behind a load balancer, set it above the health-check "
           "period).");
+// Security (docs/security.md).
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain (leaf first) for TLS on --listen_address; "
+          "empty serves plaintext. Re-read every --security_reload_s, so a "
+          "rotated Kubernetes Secret takes effect without a restart.");
+ABSL_FLAG(std::string, tls_key_file, "",
+          "PEM private key (unencrypted) of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle; turns on mTLS: a client without a certificate "
+          "signed by one of these CAs fails the handshake.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "Bearer tokens, one '<role> <token>' per line (role read-only or "
+          "read-write; '#' starts a comment). Every Cache call then needs "
+          "'authorization: Bearer <token>': UNAUTHENTICATED without a listed "
+          "token, PERMISSION_DENIED for a write with a read-only one. Health "
+          "and reflection stay open. Re-read every --security_reload_s. "
+          "Empty: no token needed.");
+ABSL_FLAG(uint64_t, security_reload_s, 10,
+          "Seconds between reads of the --tls_* files and --auth_token_file; "
+          "changed files take effect without a restart (at least 1).");
+ABSL_FLAG(std::string, health_address, "",
+          "host:port of a plaintext listener serving only grpc.health.v1, for "
+          "health checkers that cannot do TLS (the kubelet's gRPC probes); "
+          "empty: none.");
 
 namespace furrballs::service {
 namespace {
@@ -208,6 +232,17 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
       std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_deadline_ms));
   o.shutdown_drain =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_drain_ms));
+  o.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  o.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  o.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  o.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  const uint64_t reload_s = absl::GetFlag(FLAGS_security_reload_s);
+  if (reload_s < 1) {
+    return absl::InvalidArgumentError(
+        "--security_reload_s must be at least 1");
+  }
+  o.security_reload_interval = std::chrono::seconds(reload_s);
+  o.health_address = absl::GetFlag(FLAGS_health_address);
   return o;
 }
 
@@ -237,11 +272,45 @@ void PrintConfiguration(const Server& server) {
           20),
       engine.options().memory_budget_bytes >> 20,
       engine.MetadataBytes() >> 20, plan.Summary().c_str());
+  const ServerOptions& o = server.options();
+  std::printf("furrballs: %s\n", server.tls_summary().c_str());
+  if (const TokenAuthenticator* auth = server.auth()) {
+    std::printf("furrballs: auth: %zu read-write, %zu read-only token(s) "
+                "from %s\n",
+                auth->read_write_tokens(), auth->read_only_tokens(),
+                auth->path().c_str());
+  } else {
+    std::printf("furrballs: auth: none (no --auth_token_file): every client "
+                "may read and write\n");
+  }
+  if (server.health_port() != 0) {
+    std::printf("furrballs: plaintext grpc.health.v1 on %s (port %d)\n",
+                o.health_address.c_str(), server.health_port());
+  }
+  if (!o.tls.enabled() && o.auth_token_file.empty() &&
+      !absl::StartsWith(o.listen_address, "127.") &&
+      !absl::StartsWith(o.listen_address, "localhost:") &&
+      !absl::StartsWith(o.listen_address, "[::1]:")) {
+    std::printf("furrballs: warning: %s is served in plaintext without "
+                "tokens; whoever reaches it can read and write every key "
+                "(docs/security.md)\n",
+                o.listen_address.c_str());
+  }
+  // grpcurl sends no token and, with TLS, needs the CA; the hint says so.
+  const std::string grpcurl =
+      o.tls.enabled()
+          ? absl::StrCat("grpcurl -cacert <CA of ", o.tls.cert_file, ">",
+                         o.tls.client_ca_file.empty()
+                             ? ""
+                             : " -cert <client.crt> -key <client.key>")
+          : std::string("grpcurl -plaintext");
   std::printf(
       "furrballs: serving furrballs.v1.Cache on 127.0.0.1:%d (listen %s); "
-      "try: grpcurl -plaintext -d '{\"key\":\"aGk=\",\"value\":\"dGhlcmU=\"}' "
+      "try: %s%s -d '{\"key\":\"aGk=\",\"value\":\"dGhlcmU=\"}' "
       "localhost:%d furrballs.v1.Cache/Set\n",
-      server.port(), server.options().listen_address.c_str(), server.port());
+      server.port(), o.listen_address.c_str(), grpcurl.c_str(),
+      o.auth_token_file.empty() ? "" : " -H 'authorization: Bearer <token>'",
+      server.port());
   std::fflush(stdout);
 }
 

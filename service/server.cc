@@ -19,8 +19,10 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
                                               int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address,
-                           grpc::InsecureServerCredentials(), port);
+  builder.AddListeningPort(
+      options.listen_address,
+      MakeServerCredentials(options.tls, options.security_reload_interval),
+      port);
   builder.RegisterService(service);
   builder.RegisterService(ServedReflection());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
@@ -43,6 +45,19 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options) {
   std::unique_ptr<Server> server(new Server(options));
+  // Bad security files fail here, before the engine takes its memory.
+  absl::StatusOr<std::string> tls = CheckTlsFiles(options.tls);
+  if (!tls.ok()) return tls.status();
+  server->tls_summary_ = std::move(*tls);
+  if (!options.auth_token_file.empty()) {
+    auto auth = TokenAuthenticator::Open(options.auth_token_file,
+                                         options.security_reload_interval);
+    if (!auth.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--auth_token_file: ", auth.status().message()));
+    }
+    server->auth_ = std::move(*auth);
+  }
   auto engine = FurrBall::Open(options.engine);
   if (!engine.ok()) return engine.status();
   server->engine_ = std::move(*engine);
@@ -50,7 +65,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
       std::make_unique<Dispatcher>(server->engine_.get(), options.dispatch);
   server->service_ = std::make_unique<CacheService>(
       server->engine_.get(), server->dispatcher_.get(),
-      options.max_pipeline_in_flight);
+      options.max_pipeline_in_flight, server->auth_.get());
   if (!options.metrics_address.empty()) {
     FurrBall* engine = server->engine_.get();
     Dispatcher* dispatcher = server->dispatcher_.get();
@@ -72,16 +87,42 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         "could not listen on ", options.listen_address,
         " (address in use, or not a valid host:port)"));
   }
-  auto* health = server->server_->GetHealthCheckService();
-  health->SetServingStatus(furrballs::v1::Cache::service_full_name(), true);
-  health->SetServingStatus(true);
+  if (!options.health_address.empty()) {
+    // The default health service is all it serves: everything else is
+    // UNIMPLEMENTED, reflection included (it would describe a Cache service
+    // this port does not serve). A busy port fails the start, as for
+    // listen_address.
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options.health_address,
+                             grpc::InsecureServerCredentials(),
+                             &server->health_port_);
+    builder.RegisterCallbackGenericService(&server->health_others_);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    server->health_server_ = builder.BuildAndStart();
+    if (server->health_server_ == nullptr || server->health_port_ == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "could not listen on --health_address ", options.health_address,
+          " (address in use, or not a valid host:port)"));
+    }
+  }
+  server->SetServing(true);
   server->service_->SetReady(true);
   return server;
 }
 
+void Server::SetServing(bool serving) {
+  for (grpc::Server* s : {server_.get(), health_server_.get()}) {
+    if (s == nullptr) continue;
+    grpc::HealthCheckServiceInterface* health = s->GetHealthCheckService();
+    health->SetServingStatus(furrballs::v1::Cache::service_full_name(),
+                             serving);
+    health->SetServingStatus(serving);
+  }
+}
+
 void Server::BeginDrain() {
   if (server_ == nullptr) return;
-  server_->GetHealthCheckService()->SetServingStatus(false);
+  SetServing(false);
   service_->SetReady(false);
 }
 
@@ -100,6 +141,11 @@ void Server::Shutdown() {
   dispatcher_->Stop();
   dispatcher_->WaitIdle();
   server_->Wait();
+  // Probes saw NOT_SERVING until the main listener closed; health calls
+  // (a Watch can last) are cancelled at once.
+  if (health_server_ != nullptr) {
+    health_server_->Shutdown(std::chrono::system_clock::now());
+  }
 }
 
 Server::~Server() {
@@ -107,6 +153,7 @@ Server::~Server() {
   // Order matters: the metrics exporter reads the service, dispatcher and
   // engine; the service and dispatcher reference the engine.
   metrics_.reset();
+  health_server_.reset();
   server_.reset();
   service_.reset();
   dispatcher_.reset();

@@ -12,6 +12,7 @@
 #include <string>
 
 #include <absl/status/statusor.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/impl/service_type.h>
 #include <grpcpp/server.h>
 
@@ -20,6 +21,8 @@
 #include "metrics/metrics_exporter.h"
 #include "service/cache_service.h"
 #include "service/dispatcher.h"
+#include "service/tls_credentials.h"
+#include "service/token_auth.h"
 
 namespace furrballs::service {
 
@@ -54,15 +57,29 @@ struct ServerOptions {
   // seen by Furrballs); a drain period longer than the clients' reaction
   // time avoids that. 0 closes the connections at once.
   std::chrono::milliseconds shutdown_drain{0};
+
+  // Security (docs/security.md). TLS, or mTLS with a client CA, on
+  // listen_address; plaintext when tls.cert_file is empty.
+  TlsFiles tls;
+  // Bearer tokens with their roles (service/token_auth.h); empty: calls need
+  // no token.
+  std::string auth_token_file;
+  // How often the TLS files and the token file are read again, so that
+  // replaced files take effect without a restart.
+  std::chrono::seconds security_reload_interval{10};
+  // host:port of a plaintext listener serving only grpc.health.v1 (with the
+  // same statuses as listen_address), for health checkers that cannot do
+  // TLS, such as the kubelet's gRPC probes. Empty: none.
+  std::string health_address;
 };
 
 // Builds and starts a gRPC server for `service` the way every Furrballs server
-// is built: listening on options.listen_address (plaintext), with the message,
-// stream and keepalive limits of `options`, the grpc.health.v1 service (its
-// statuses are the caller's to set) and server reflection with the .proto
-// comments (service/reflection.h). Server::Start uses it, and so does the
-// benchmark's empty-handler server (bench/service), so that the two differ
-// only in their handlers.
+// is built: listening on options.listen_address (plaintext, or TLS from
+// options.tls), with the message, stream and keepalive limits of `options`,
+// the grpc.health.v1 service (its statuses are the caller's to set) and
+// server reflection with the .proto comments (service/reflection.h).
+// Server::Start uses it, and so does the benchmark's empty-handler server
+// (bench/service), so that the two differ only in their handlers.
 // Sets *port to the bound port. Returns null if it cannot listen.
 //
 // Enables gRPC's default health service process-wide (a global setting).
@@ -90,6 +107,12 @@ class Server {
   ~Server();
 
   int port() const { return port_; }
+  // The plaintext health port, or 0 without options.health_address.
+  int health_port() const { return health_port_; }
+  // The TLS set-up in one line (CheckTlsFiles), for the start-up output.
+  const std::string& tls_summary() const { return tls_summary_; }
+  // The bearer-token check, or null when calls need no token.
+  const TokenAuthenticator* auth() const { return auth_.get(); }
   // The metrics port, or 0 when metrics are disabled.
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   const ServerOptions& options() const { return options_; }
@@ -99,11 +122,24 @@ class Server {
  private:
   explicit Server(const ServerOptions& options) : options_(options) {}
 
+  // Sets grpc.health.v1's statuses (the server's and the Cache service's)
+  // on the main and the health-only listener.
+  void SetServing(bool serving);
+
   const ServerOptions options_;
+  std::string tls_summary_;
+  std::unique_ptr<TokenAuthenticator> auth_;
   std::unique_ptr<FurrBall> engine_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CacheService> service_;
   std::unique_ptr<grpc::Server> server_;
+  // Answers UNIMPLEMENTED to every call the health listener gets for another
+  // service; gRPC builds no server without a service of the builder's own
+  // (the default health service is added later, when the server starts).
+  // Declared before health_server_, which uses it, so destroyed after it.
+  grpc::CallbackGenericService health_others_;
+  std::unique_ptr<grpc::Server> health_server_;
+  int health_port_ = 0;
   // Reads the engine, dispatcher and service at scrape time, so it is
   // started after them and destroyed before them.
   std::unique_ptr<metrics::MetricsExporter> metrics_;

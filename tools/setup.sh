@@ -17,6 +17,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libnuma-dev numactl libxxhash-dev librocksdb-dev libabsl-dev
   prometheus-cpp-dev
+  # TLS: libcrypto for the server's certificate checks and token digests,
+  # the openssl tool for the tests' certificates.
+  libssl-dev openssl
   # Tests and micro-benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev
   # A real Prometheus and promtool for the metrics tests (tests/metrics).
