@@ -166,6 +166,7 @@ void TokenAuthenticator::ReloadLoop() {
     if (!text.ok()) {
       // Reported once, until the file can be read again.
       if (!unreadable_) {
+        failed_reloads_.fetch_add(1, std::memory_order_relaxed);
         std::fprintf(stderr,
                      "furrballs: auth: %s; keeping the previous tokens\n",
                      std::string(text.status().message()).c_str());
@@ -179,6 +180,7 @@ void TokenAuthenticator::ReloadLoop() {
     last_text_ = std::move(*text);
     absl::StatusOr<TokenTable> table = ParseTokenFile(last_text_, path_);
     if (!table.ok()) {
+      failed_reloads_.fetch_add(1, std::memory_order_relaxed);
       std::fprintf(stderr,
                    "furrballs: auth: %s; keeping the previous tokens\n",
                    std::string(table.status().message()).c_str());

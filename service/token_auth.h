@@ -38,6 +38,7 @@
 #define FURRBALLS_SERVICE_TOKEN_AUTH_H_
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -109,6 +110,11 @@ class TokenAuthenticator {
   // Tokens of the table in force (for the start-up line and tests).
   size_t read_only_tokens() const;
   size_t read_write_tokens() const;
+  // Reloads that kept the previous table because the file could not be read
+  // or parsed (each bad version of the file counts once).
+  uint64_t failed_reloads() const {
+    return failed_reloads_.load(std::memory_order_relaxed);
+  }
 
  private:
   TokenAuthenticator(std::string path, std::string text, TokenTable table,
@@ -129,6 +135,7 @@ class TokenAuthenticator {
   // and whether the last attempt could not read it.
   std::string last_text_;
   bool unreadable_ = false;
+  std::atomic<uint64_t> failed_reloads_{0};
 
   Mutex stop_mu_;
   CondVar stop_cv_;

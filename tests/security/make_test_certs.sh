@@ -5,8 +5,9 @@
 #
 # For each NAME a CA (NAME-ca.crt/.key) and, signed by it, a server
 # certificate for 127.0.0.1 and localhost (NAME-server.crt/.key) and a client
-# certificate (NAME-client.crt/.key). Keys are unencrypted PKCS#8 (what
-# gRPC, Python and Java all read); everything is valid for one day.
+# certificate (NAME-client.crt/.key), and NAME-expired.crt: the server's
+# key with a certificate that expired yesterday. Keys are unencrypted PKCS#8
+# (what gRPC, Python and Java all read); the rest is valid for one day.
 set -euo pipefail
 
 dir=$1
@@ -35,6 +36,8 @@ for name in "$@"; do
     quiet openssl x509 -req -in "$name-$role.csr" -CA "$name-ca.crt" \
       -CAkey "$name-ca.key" -CAcreateserial -days 1 \
       -extfile <(printf '%s\n' "$ext") -out "$name-$role.crt"
-    rm -f "$name-$role.csr"
   done
+  quiet openssl x509 -req -in "$name-server.csr" -CA "$name-ca.crt" \
+    -CAkey "$name-ca.key" -CAcreateserial -days -1 -out "$name-expired.crt"
+  rm -f "$name-server.csr" "$name-client.csr" "$name-ca.srl"
 done
