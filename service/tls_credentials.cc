@@ -58,13 +58,15 @@ absl::StatusOr<std::vector<X509Ptr>> ReadCertificates(const std::string& path) {
   absl::StatusOr<BioPtr> bio = OpenPem(path, &text);
   if (!bio.ok()) return bio.status();
   std::vector<X509Ptr> certs;
-  while (X509* cert = PEM_read_bio_X509(bio->get(), nullptr, nullptr, nullptr)) {
+  while (X509* cert =
+             PEM_read_bio_X509(bio->get(), nullptr, nullptr, nullptr)) {
     certs.emplace_back(cert);
   }
   // The loop ends on "no start line" once the file is used up; any other
   // error is a damaged certificate.
   const unsigned long end = ERR_peek_last_error();
-  if (ERR_GET_LIB(end) != ERR_LIB_PEM || ERR_GET_REASON(end) != PEM_R_NO_START_LINE) {
+  if (ERR_GET_LIB(end) != ERR_LIB_PEM ||
+      ERR_GET_REASON(end) != PEM_R_NO_START_LINE) {
     return Bad(path, absl::StrCat("certificate ", certs.size() + 1,
                                   " cannot be parsed: ", TakeOpenSslError()));
   }
@@ -129,7 +131,8 @@ absl::StatusOr<std::string> CheckTlsFiles(const TlsFiles& files) {
     return absl::InvalidArgumentError(
         "--tls_cert_file needs --tls_key_file (the certificate's private key)");
   }
-  absl::StatusOr<std::vector<X509Ptr>> chain = ReadCertificates(files.cert_file);
+  absl::StatusOr<std::vector<X509Ptr>> chain =
+      ReadCertificates(files.cert_file);
   if (!chain.ok()) return chain.status();
   absl::StatusOr<PkeyPtr> key = ReadKey(files.key_file);
   if (!key.ok()) return key.status();

@@ -27,6 +27,7 @@
 
 #include <absl/flags/flag.h>
 #include <absl/flags/reflection.h>
+#include <absl/strings/ascii.h>
 #include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
@@ -36,11 +37,29 @@
 #include "clients/cli/load.h"
 #include "clients/cpp/client.h"
 #include "clients/cpp/cluster_client.h"
+#include "engine/common/read_file.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "Server host:port. Several comma-separated endpoints form a cluster: "
           "keys are sharded by rendezvous hashing, as ClusterClient does.");
 ABSL_FLAG(int64_t, timeout_ms, 1000, "Deadline of each RPC in milliseconds.");
+ABSL_FLAG(bool, tls, false,
+          "Connect with TLS, trusting the system's CAs unless --tls_ca_file "
+          "says otherwise. Any --tls_* file implies it.");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM bundle of the CAs that may sign the server's certificate.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM client certificate chain, for a server with mTLS "
+          "(--tls_client_ca_file); needs --tls_key_file.");
+ABSL_FLAG(std::string, tls_key_file, "",
+          "PEM private key (unencrypted) of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Name the server's certificate must carry when it is not the host "
+          "of --target (e.g. an IP target and a DNS-named certificate).");
+ABSL_FLAG(std::string, token_file, "",
+          "File whose first line is the bearer token to send, for a server "
+          "with --auth_token_file (a file rather than a flag, so that the "
+          "token does not show in the process list).");
 ABSL_FLAG(uint64_t, ttl_ms, 0,
           "set: time to live of the value; touch: the new TTL. 0 = no expiry.");
 ABSL_FLAG(bool, if_absent, false,
@@ -73,9 +92,11 @@ constexpr int kExitRpcError = 3;
 
 // Flags in the order --help shows them.
 constexpr const char* kFlagOrder[] = {
-    "target",     "timeout_ms", "ttl_ms",     "if_absent", "if_version",
-    "raw",        "meta",       "ops",        "concurrency", "keys",
-    "value_size", "get_ratio",  "key_prefix", "seed"};
+    "target",     "timeout_ms",   "tls",          "tls_ca_file",
+    "tls_cert_file", "tls_key_file", "tls_server_name", "token_file",
+    "ttl_ms",     "if_absent",    "if_version",   "raw",
+    "meta",       "ops",          "concurrency",  "keys",
+    "value_size", "get_ratio",    "key_prefix",   "seed"};
 
 constexpr char kUsage[] =
     "furrballs: command-line client of the Furrballs cache.\n"
@@ -345,6 +366,38 @@ int Load(client::ClusterClient& cluster) {
   return r.errors == 0 ? kExitOk : kExitRpcError;
 }
 
+// Fills the TLS credentials and the bearer token from the flags; a usage
+// error (exit 2) when a file cannot be used.
+std::optional<int> Security(client::ClientOptions* options) {
+  const std::string ca = absl::GetFlag(FLAGS_tls_ca_file);
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert_file);
+  const std::string key = absl::GetFlag(FLAGS_tls_key_file);
+  const std::string server_name = absl::GetFlag(FLAGS_tls_server_name);
+  if (absl::GetFlag(FLAGS_tls) || !ca.empty() || !cert.empty() ||
+      !key.empty() || !server_name.empty()) {
+    auto credentials = client::TlsCredentialsFromFiles(ca, cert, key);
+    if (!credentials.ok()) {
+      return Usage(absl::StrCat("--tls_*: ", credentials.status().message()));
+    }
+    options->credentials = *std::move(credentials);
+    options->tls_server_name = server_name;
+  }
+  const std::string token_file = absl::GetFlag(FLAGS_token_file);
+  if (token_file.empty()) return std::nullopt;
+  absl::StatusOr<std::string> text = ReadFileToString(token_file);
+  if (!text.ok()) {
+    return Usage(absl::StrCat("--token_file: ", text.status().message()));
+  }
+  const absl::string_view token = absl::StripAsciiWhitespace(
+      absl::string_view(*text).substr(0, text->find('\n')));
+  if (token.empty()) {
+    return Usage(absl::StrCat("--token_file: ", token_file,
+                              " is empty; expected the bearer token"));
+  }
+  options->bearer_token = std::string(token);
+  return std::nullopt;
+}
+
 int Main(int argc, char** argv) {
   std::vector<std::string> args;
   bool help = false;
@@ -390,6 +443,9 @@ int Main(int argc, char** argv) {
   client::ClusterOptions options;
   options.client.default_timeout =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+  if (std::optional<int> bad_security = Security(&options.client)) {
+    return *bad_security;
+  }
   absl::StatusOr<std::unique_ptr<client::ClusterClient>> cluster =
       client::ClusterClient::FromEndpoints(endpoints, options);
   if (!cluster.ok()) {

@@ -13,6 +13,7 @@
 #include <grpcpp/support/client_callback.h>
 
 #include "clients/cpp/status.h"
+#include "engine/common/read_file.h"
 
 namespace furrballs::client {
 
@@ -116,10 +117,38 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               std::min(max_backoff_ms, 1000));
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
   std::shared_ptr<grpc::ChannelCredentials> creds =
       options.credentials != nullptr ? options.credentials
                                      : grpc::InsecureChannelCredentials();
   return grpc::CreateCustomChannel(target, creds, args);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
+TlsCredentialsFromFiles(const std::string& ca_file,
+                        const std::string& cert_file,
+                        const std::string& key_file) {
+  if (cert_file.empty() != key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs its key and a key its certificate "
+        "(give both files or neither)");
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (auto [path, pem] : {std::pair{&ca_file, &ssl.pem_root_certs},
+                           std::pair{&cert_file, &ssl.pem_cert_chain},
+                           std::pair{&key_file, &ssl.pem_private_key}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> text = ReadFileToString(*path);
+    if (!text.ok()) return text.status();
+    if (text->find("-----BEGIN ") == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(*path, ": not a PEM file (no -----BEGIN line)"));
+    }
+    *pem = std::move(*text);
+  }
+  return grpc::SslCredentials(ssl);
 }
 
 // ---------------------------------------------------------------------------

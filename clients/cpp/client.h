@@ -108,9 +108,16 @@ struct ClientOptions {
   // Deadline of calls whose CallOptions set none.
   std::chrono::milliseconds default_timeout{1000};
   // Channel credentials; null means plaintext (the server's default on
-  // loopback). Use grpc::SslCredentials(...) for a TLS server.
+  // loopback). TlsCredentialsFromFiles (below) makes them for a TLS or mTLS
+  // server.
   std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr;
-  // Sent as "authorization: Bearer <token>" on every call when not empty.
+  // With TLS: the name the server's certificate must carry when it is not
+  // the target's host, e.g. for a ClusterClient that connects to resolved
+  // pod addresses while the certificate names the Service's DNS names.
+  // Empty: the target's host.
+  std::string tls_server_name = "";
+  // Sent as "authorization: Bearer <token>" on every call when not empty
+  // (a server with --auth_token_file needs one; docs/security.md).
   std::string bearer_token = "";
   // Largest message sent or received; must fit the largest MultiGet answer.
   int max_message_bytes = 16 << 20;
@@ -292,8 +299,20 @@ class Client {
   size_t async_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// The channel a Client makes for `target` with `options` (credentials, message
-// limits, reconnection backoff); exposed for tools that build their own stubs.
+// TLS channel credentials from PEM files: `ca_file`, the CAs that may sign
+// the server's certificate (empty: the system's roots), and for an mTLS
+// server `cert_file` and `key_file`, the client's certificate chain and
+// unencrypted key (both or neither). The files are read once: a client that
+// outlives a rotation of its certificate makes new credentials. Fails with
+// the file and the reason.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
+TlsCredentialsFromFiles(const std::string& ca_file,
+                        const std::string& cert_file,
+                        const std::string& key_file);
+
+// The channel a Client makes for `target` with `options` (credentials, TLS
+// server name, message limits, reconnection backoff); exposed for tools that
+// build their own stubs.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            const ClientOptions& options);
 
