@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import unittest
-from typing import List, Optional
+from typing import List, Optional, Sequence
 from xml.sax.saxutils import quoteattr
 
 import grpc
@@ -26,14 +26,15 @@ SERVER_BINARY: Optional[str] = None
 
 
 class ServerProcess:
-    """The server binary on 127.0.0.1:`port` (0: a free port); `port` is
-    read from its stdout. Also used by tests/deploy/cluster's Python test,
-    which restarts a server at the port it had."""
+    """The server binary on 127.0.0.1:`port` (0: a free port) with extra
+    `flags`; `port` is read from its stdout. Also used by tests/deploy/
+    cluster's Python test, which restarts a server at the port it had, and by
+    tests/security's."""
 
-    def __init__(self, binary: str, port: int = 0) -> None:
+    def __init__(self, binary: str, port: int = 0, flags: Sequence[str] = ()) -> None:
         self.proc = subprocess.Popen(
             [binary, f"--listen_address=127.0.0.1:{port}", "--simulate_nodes=4",
-             "--memory_mb=64", "--shutdown_deadline_ms=2000"],
+             "--memory_mb=64", "--shutdown_deadline_ms=2000", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             # Metrics off (see tests/clients/lib.sh): the fixed default port
             # would collide between servers running side by side.

@@ -23,9 +23,12 @@ from .client import (
     InvalidArgumentError,
     NodeStats,
     NotFoundError,
+    PermissionDeniedError,
     ResourceExhaustedError,
     SetItem,
+    UnauthenticatedError,
     UnavailableError,
+    tls_credentials,
 )
 from .cluster import ClusterClient, EndpointStats, resolve_with_getaddrinfo
 from .rendezvous import Rendezvous
@@ -42,9 +45,12 @@ __all__ = [
     "InvalidArgumentError",
     "NodeStats",
     "NotFoundError",
+    "PermissionDeniedError",
     "Rendezvous",
     "ResourceExhaustedError",
     "SetItem",
+    "UnauthenticatedError",
     "UnavailableError",
     "resolve_with_getaddrinfo",
+    "tls_credentials",
 ]

@@ -61,6 +61,14 @@ class UnavailableError(FurrballsError):
     """No connection, or the server is starting or stopping."""
 
 
+class UnauthenticatedError(FurrballsError):
+    """The server needs a bearer token and got none, or an unknown one."""
+
+
+class PermissionDeniedError(FurrballsError):
+    """A write with a read-only token."""
+
+
 _ERRORS: Dict[grpc.StatusCode, Type[FurrballsError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
     grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
@@ -69,6 +77,8 @@ _ERRORS: Dict[grpc.StatusCode, Type[FurrballsError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
 }
 
 _CODES_BY_NUMBER: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
@@ -178,21 +188,50 @@ def _node_stats(resp: pb.StatsResponse) -> List[NodeStats]:
             for n in resp.nodes]
 
 
+def tls_credentials(ca_file: Optional[str] = None, cert_file: Optional[str] = None,
+                    key_file: Optional[str] = None) -> grpc.ChannelCredentials:
+    """TLS channel credentials from PEM files, for ``credentials=``.
+
+    ``ca_file``: the CAs that may sign the server's certificate (None: the
+    system's roots). ``cert_file`` and ``key_file``: the client's certificate
+    chain and unencrypted key, for a server with mTLS (both or neither). The
+    files are read once.
+    """
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("a client certificate needs its key and a key its certificate")
+
+    def read(path: Optional[str]) -> Optional[bytes]:
+        if path is None:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    return grpc.ssl_channel_credentials(root_certificates=read(ca_file),
+                                        private_key=read(key_file),
+                                        certificate_chain=read(cert_file))
+
+
 class Client:
     """A client of one Furrballs server.
 
     ``target`` is "host:port" (or any gRPC target). ``timeout`` is the default
     deadline of each call in seconds; every method takes ``timeout=`` to
-    override it. ``credentials`` selects TLS (None means plaintext).
-    ``max_reconnect_backoff`` (seconds) caps gRPC's reconnection backoff
-    (120 s by default in gRPC), so a restarted server is used again within
-    about that long, as with the C++ client.
+    override it. ``credentials`` selects TLS (None means plaintext; see
+    tls_credentials()); ``tls_server_name`` is the name the server's
+    certificate must carry when it is not the target's host (say, a pod IP
+    target and a certificate for the Service's DNS names). ``token`` is sent
+    as "authorization: Bearer <token>" with every call, for a server with
+    --auth_token_file. ``max_reconnect_backoff`` (seconds) caps gRPC's
+    reconnection backoff (120 s by default in gRPC), so a restarted server is
+    used again within about that long, as with the C++ client.
     """
 
     def __init__(self, target: str, timeout: float = 5.0,
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  max_message_bytes: int = 16 << 20,
-                 max_reconnect_backoff: float = 1.0) -> None:
+                 max_reconnect_backoff: float = 1.0,
+                 token: Optional[str] = None,
+                 tls_server_name: Optional[str] = None) -> None:
         backoff_ms = max(1, int(max_reconnect_backoff * 1000))
         options = [
             ("grpc.max_receive_message_length", max_message_bytes),
@@ -200,11 +239,14 @@ class Client:
             ("grpc.max_reconnect_backoff_ms", backoff_ms),
             ("grpc.initial_reconnect_backoff_ms", min(backoff_ms, 1000)),
         ]
+        if tls_server_name:
+            options.append(("grpc.ssl_target_name_override", tls_server_name))
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=options)
         else:
             self._channel = grpc.secure_channel(target, credentials, options=options)
         self._stub = pb_grpc.CacheStub(self._channel)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.target = target
         self.timeout = timeout
 
@@ -229,7 +271,8 @@ class Client:
     def _call(self, method: str, request, timeout: Optional[float]):
         try:
             return getattr(self._stub, method)(
-                request, timeout=self.timeout if timeout is None else timeout)
+                request, timeout=self.timeout if timeout is None else timeout,
+                metadata=self._metadata)
         except grpc.RpcError as e:  # every RpcError raised by a call is a grpc.Call
             raise error_for(e.code(), e.details() or "", method) from None
 
@@ -237,7 +280,8 @@ class Client:
     # batches: _start sends, _finish waits and maps a failure like _call.
     def _start(self, method: str, request, timeout: Optional[float]) -> grpc.Future:
         return getattr(self._stub, method).future(
-            request, timeout=self.timeout if timeout is None else timeout)
+            request, timeout=self.timeout if timeout is None else timeout,
+            metadata=self._metadata)
 
     @staticmethod
     def _finish(method: str, call: grpc.Future):

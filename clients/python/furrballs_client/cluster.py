@@ -162,7 +162,9 @@ class ClusterClient:
     the module docstring says.
 
     Per-endpoint Client settings: ``timeout`` (seconds, the default deadline;
-    every method takes ``timeout=``), ``credentials``, ``max_message_bytes``,
+    every method takes ``timeout=``), ``credentials``, ``tls_server_name``
+    (resolved endpoints are addresses; certificates usually name the
+    Service's DNS names), ``token``, ``max_message_bytes``,
     ``max_reconnect_backoff``. Cluster settings:
       hash_seed: rendezvous seed, unsigned 64-bit; every client of a cluster
         (C++ ClusterOptions::hash_seed included) must use the same one.
@@ -178,6 +180,7 @@ class ClusterClient:
 
     def __init__(self, target: Union[str, Sequence[str]], *, timeout: float = 5.0,
                  credentials: Optional[grpc.ChannelCredentials] = None,
+                 tls_server_name: Optional[str] = None, token: Optional[str] = None,
                  max_message_bytes: int = 16 << 20, max_reconnect_backoff: float = 1.0,
                  hash_seed: int = 0, down_interval: float = 1.0,
                  resolve_interval: float = 10.0, min_resolve_interval: float = 1.0,
@@ -186,7 +189,8 @@ class ClusterClient:
         self._new_client = lambda address: Client(
             address, timeout=timeout, credentials=credentials,
             max_message_bytes=max_message_bytes,
-            max_reconnect_backoff=max_reconnect_backoff)
+            max_reconnect_backoff=max_reconnect_backoff, token=token,
+            tls_server_name=tls_server_name)
         self.hash_seed = hash_seed
         self.down_interval = down_interval
         self._resolve_interval = resolve_interval
