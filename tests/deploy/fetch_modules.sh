@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fetches the Go modules the deployment test needs (k8s.io/api, kustomize,
-# the Prometheus Operator's types; versions pinned in go.mod/go.sum) from
+# the Prometheus Operator's and cert-manager's types; versions pinned in
+# go.mod/go.sum) from
 # the Go module proxy into the module cache. tools/setup.sh calls it.
 #
 # Idempotent and quiet: with the modules already cached it prints nothing.

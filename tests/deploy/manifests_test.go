@@ -3,9 +3,10 @@ package deploy
 // Builds every kustomization in deploy/ with kustomize's own library,
 // decodes every object strictly into the Kubernetes API types (an unknown or
 // misspelt field fails), and checks the deployment against the server:
-// Guaranteed QoS, probes on grpc.health.v1 at the gRPC port, ports, flag
-// names and values, shutdown timing, security context, spreading, and the
-// monitoring ConfigMaps against their source files.
+// Guaranteed QoS, probes on grpc.health.v1 at the health port, ports, flag
+// names and values, shutdown timing, security context, TLS and tokens from
+// Secrets (security_test.go), spreading, and the monitoring ConfigMaps
+// against their source files.
 //
 // Run: cd tests/deploy && go test ./...   (FURRBALLS_SERVER=<furrballs_server>
 // adds the checks that need the built server; tools/test.sh sets it).
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"testing"
 
+	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,12 +33,14 @@ import (
 )
 
 // The kustomizations an operator applies (deploy/README.md) and the
-// example that adds the Prometheus Operator component to an overlay.
+// examples that add the Prometheus Operator component, and the cert-manager
+// and mTLS components, to an overlay.
 var furrballsBuilds = []string{
 	"deploy/k8s/base",
 	"deploy/k8s/overlays/per-numa-node",
 	"deploy/k8s/overlays/per-host",
 	"tests/deploy/testdata/with-operator",
+	"tests/deploy/testdata/with-cert-manager",
 }
 
 const monitoringBuild = "deploy"
@@ -69,6 +73,8 @@ type Objects struct {
 	StatefulSets []*appsv1.StatefulSet
 	PDBs         []*policyv1.PodDisruptionBudget
 	PodMonitors  []*monitoringv1.PodMonitor
+	Certificates []*certmanagerv1.Certificate
+	Issuers      []*certmanagerv1.Issuer
 }
 
 // strict decodes YAML into out and fails on unknown or duplicate fields.
@@ -113,6 +119,14 @@ func build(t *testing.T, dir string) *Objects {
 			o := &monitoringv1.PodMonitor{}
 			decodeErr = strict(data, o)
 			objs.PodMonitors = append(objs.PodMonitors, o)
+		case "cert-manager.io/v1 Certificate":
+			o := &certmanagerv1.Certificate{}
+			decodeErr = strict(data, o)
+			objs.Certificates = append(objs.Certificates, o)
+		case "cert-manager.io/v1 Issuer":
+			o := &certmanagerv1.Issuer{}
+			decodeErr = strict(data, o)
+			objs.Issuers = append(objs.Issuers, o)
 		default:
 			t.Errorf("%s: a kind this test does not know; add it so that it is decoded strictly", where)
 			continue
@@ -303,7 +317,7 @@ func checkGuaranteed(t *testing.T, where string, pod *corev1.PodSpec) {
 	}
 }
 
-func checkProbe(t *testing.T, where, kind string, p *corev1.Probe, grpcPort int32) {
+func checkProbe(t *testing.T, where, kind string, p *corev1.Probe, healthPort int32) {
 	t.Helper()
 	if p == nil {
 		t.Errorf("%s: no %s probe", where, kind)
@@ -313,8 +327,8 @@ func checkProbe(t *testing.T, where, kind string, p *corev1.Probe, grpcPort int3
 		t.Errorf("%s: the %s probe is not a gRPC health probe", where, kind)
 		return
 	}
-	if p.GRPC.Port != grpcPort {
-		t.Errorf("%s: the %s probe checks port %d but the server listens on %d", where, kind, p.GRPC.Port, grpcPort)
+	if p.GRPC.Port != healthPort {
+		t.Errorf("%s: the %s probe checks port %d but the server serves health on %d", where, kind, p.GRPC.Port, healthPort)
 	}
 	service := ""
 	if p.GRPC.Service != nil {
@@ -418,9 +432,21 @@ func checkFurrballsBuild(t *testing.T, objs *Objects, flags map[string]ServerFla
 		t.Errorf("%s: pods are not annotated prometheus.io/scrape=true", dir)
 	}
 
-	checkProbe(t, where, "startup", c.StartupProbe, grpcPort)
-	checkProbe(t, where, "readiness", c.ReadinessProbe, grpcPort)
-	checkProbe(t, where, "liveness", c.LivenessProbe, grpcPort)
+	// Probes go to the plaintext health listener when there is one: the
+	// kubelet's gRPC probe cannot do TLS.
+	probePort := grpcPort
+	if address := effective["health_address"]; address != "" {
+		_, probePort = hostPort(t, "--health_address", address)
+		if p, ok := containerPort(c, "health"); !ok || p != probePort {
+			t.Errorf("%s: container port health is %d, the server serves health on %d", where, p, probePort)
+		}
+	} else if effective["tls_cert_file"] != "" {
+		t.Errorf("%s: the gRPC port serves TLS, which the kubelet's gRPC probes cannot speak; set --health_address and probe it", dir)
+	}
+	checkProbe(t, where, "startup", c.StartupProbe, probePort)
+	checkProbe(t, where, "readiness", c.ReadinessProbe, probePort)
+	checkProbe(t, where, "liveness", c.LivenessProbe, probePort)
+	checkSecurity(t, objs, c, pod, effective)
 	if c.ReadinessProbe != nil && c.ReadinessProbe.GRPC != nil &&
 		(c.ReadinessProbe.GRPC.Service == nil || *c.ReadinessProbe.GRPC.Service != "furrballs.v1.Cache") {
 		t.Errorf("%s: readiness must ask about furrballs.v1.Cache, the service that drains on SIGTERM", where)

@@ -8,6 +8,14 @@ package deploy
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,10 +60,13 @@ func TestFlagFilesStartTheServer(t *testing.T) {
 			if err := os.WriteFile(path, []byte(flagFile), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			// Loopback on a free port, no metrics listener, a small budget;
-			// every other flag comes from the pod's flag file.
-			cmd := exec.Command(server, "--flagfile="+path, "--listen_address=127.0.0.1:0",
-				"--metrics_address=", "--memory_mb="+strconv.Itoa(probeMemoryMB))
+			// Loopback on a free port, no metrics listener, a small budget,
+			// and stand-ins for the Secrets' files; every other flag comes
+			// from the pod's flag file.
+			args := []string{"--flagfile=" + path, "--listen_address=127.0.0.1:0",
+				"--metrics_address=", "--memory_mb=" + strconv.Itoa(probeMemoryMB)}
+			args = append(args, secretStandIns(t, effective)...)
+			cmd := exec.Command(server, args...)
 			cmd.Env = os.Environ()
 			if _, ok := flags["data_dir"]; ok {
 				cmd.Env = append(cmd.Env, "FURRBALLS_DATA_DIR="+t.TempDir())
@@ -146,4 +157,56 @@ func TestFlagFilesStartTheServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// secretStandIns: the flags that point the server at a certificate, key,
+// client CA and token file made here, for each of those files the build
+// mounts from a Secret, and a free port for its health listener.
+func secretStandIns(t *testing.T, effective map[string]string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "furrballs deploy test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"tls_cert_file":      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		"tls_key_file":       pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}),
+		"tls_client_ca_file": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		"auth_token_file":    []byte("read-write deploy-test-0123456789abcdef\n"),
+	}
+	var args []string
+	for flag, content := range files {
+		if effective[flag] == "" {
+			continue
+		}
+		file := filepath.Join(dir, flag)
+		if err := os.WriteFile(file, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--"+flag+"="+file)
+	}
+	if effective["health_address"] != "" {
+		args = append(args, "--health_address=127.0.0.1:0")
+	}
+	return args
 }
