@@ -6,14 +6,16 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include <gtest/gtest.h>
+
+#include "tests/common/eventually.h"
 
 namespace furrballs::service {
 namespace {
 
 using grpc::StatusCode;
+using test_support::Eventually;
 
 constexpr char kWriter[] = "rw-0123456789abcdef";
 constexpr char kReader[] = "ro-0123456789abcdef";
@@ -111,19 +113,6 @@ TEST(TokenAuthenticatorTest, RolesGrantReadOrWrite) {
   grpc::Status none = a.Authorize(std::nullopt, Access::kRead, "Get");
   EXPECT_EQ(none.error_code(), StatusCode::UNAUTHENTICATED);
   EXPECT_NE(none.error_message().find("no bearer token"), std::string::npos);
-}
-
-// Waits (bounded) until `done` holds; the reload thread works on its own
-// schedule.
-template <typename Predicate>
-bool Eventually(Predicate done) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return done();
 }
 
 TEST(TokenAuthenticatorTest, ReloadsAChangedFileAndKeepsTheOldOneOnErrors) {

@@ -21,7 +21,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <absl/strings/str_cat.h>
@@ -33,6 +32,7 @@
 #include "clients/cpp/cluster_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "service/server.h"
+#include "tests/common/eventually.h"
 
 namespace furrballs {
 namespace {
@@ -43,6 +43,7 @@ using client::ClientOptions;
 using service::Server;
 using service::ServerOptions;
 using service::TlsFiles;
+using test_support::Eventually;
 
 constexpr char kWriter[] = "writer-0123456789abcdef";
 constexpr char kReader[] = "reader-0123456789abcdef";
@@ -66,18 +67,6 @@ void ReplaceFile(const std::string& path, const std::string& text) {
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Waits (bounded) until `done` holds: reloads happen on the server's own
-// schedule (every second here).
-bool Eventually(const std::function<bool()>& done) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
 }
 
 class SecurityTest : public ::testing::Test {
