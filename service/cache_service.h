@@ -2,6 +2,13 @@
 //
 // Thread safety: thread-safe; gRPC calls the handlers from its own threads.
 //
+// Every call, and every op of a Pipeline, is first admitted (Admit): its
+// bearer token must grant the method's access when the server requires
+// tokens (service/token_auth.h), and the service must be ready. A unary
+// request is parsed only after that, so a caller without a token learns
+// nothing about its request; a Pipeline frame is parsed first (its op decides
+// the access it needs), on a stream admitted when it opened.
+//
 // Handlers never block. Each parses its request, validates it, hashes the
 // key once, and hands a CacheOp to the Dispatcher; the RPC is finished from
 // the op's completion (on the owning node's worker, or inline in direct
