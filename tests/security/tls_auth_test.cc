@@ -11,8 +11,10 @@
 //   - Tokens: none or unknown is UNAUTHENTICATED on every method and stream;
 //     a read-only token reads and gets PERMISSION_DENIED for every write (per
 //     op in a Pipeline); health stays open; a token file replaced while
-//     serving takes effect, on an open Pipeline too.
-//   - The plaintext health-only listener next to an mTLS port.
+//     serving takes effect, on an open Pipeline too; the token is checked
+//     before the request's bytes are parsed.
+//   - The plaintext health-only listener next to an mTLS port, and its busy
+//     port stopping the start.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +35,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "service/server.h"
 #include "tests/common/eventually.h"
+#include "tests/common/raw_unary_call.h"
 
 namespace furrballs {
 namespace {
@@ -44,6 +47,8 @@ using service::Server;
 using service::ServerOptions;
 using service::TlsFiles;
 using test_support::Eventually;
+using test_support::kUnparsable;
+using test_support::RawUnaryCall;
 
 constexpr char kWriter[] = "writer-0123456789abcdef";
 constexpr char kReader[] = "reader-0123456789abcdef";
@@ -77,9 +82,8 @@ class SecurityTest : public ::testing::Test {
     ASSERT_EQ(std::system(make.c_str()), 0) << make;
   }
 
-  static std::unique_ptr<Server> Start(TlsFiles tls,
-                                       std::string token_file = "",
-                                       std::string health_address = "") {
+  static ServerOptions Options(TlsFiles tls, std::string token_file = "",
+                               std::string health_address = "") {
     ServerOptions o;
     o.listen_address = "127.0.0.1:0";
     o.engine.simulate_topology = true;
@@ -91,7 +95,14 @@ class SecurityTest : public ::testing::Test {
     o.auth_token_file = std::move(token_file);
     o.health_address = std::move(health_address);
     o.security_reload_interval = std::chrono::seconds(1);
-    auto server = Server::Start(o);
+    return o;
+  }
+
+  static std::unique_ptr<Server> Start(TlsFiles tls,
+                                       std::string token_file = "",
+                                       std::string health_address = "") {
+    auto server = Server::Start(Options(std::move(tls), std::move(token_file),
+                                        std::move(health_address)));
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? std::move(*server) : nullptr;
   }
@@ -291,6 +302,35 @@ TEST_F(TokenTest, NoTokenOrAnUnknownOneIsUnauthenticatedEverywhere) {
             grpc::StatusCode::UNAUTHENTICATED);
 }
 
+// The token decides before the body is parsed: without one a body that does
+// not parse is UNAUTHENTICATED like any other, a read-only token's write
+// PERMISSION_DENIED; only an admitted call learns that its body was bad.
+TEST_F(TokenTest, TokenIsCheckedBeforeTheBodyIsParsed) {
+  auto channel = grpc::CreateChannel(Address(*server_),
+                                     grpc::InsecureChannelCredentials());
+  auto call = [&](const std::string& method, const std::string& token) {
+    std::vector<std::pair<std::string, std::string>> metadata;
+    if (!token.empty()) {
+      metadata.emplace_back("authorization", absl::StrCat("Bearer ", token));
+    }
+    return RawUnaryCall(channel, "/furrballs.v1.Cache/" + method, kUnparsable,
+                        metadata)
+        .error_code();
+  };
+  for (const std::string method :
+       {"Get", "MultiGet", "Stats", "Set", "Touch", "MultiSet", "Delete"}) {
+    EXPECT_EQ(call(method, ""), grpc::StatusCode::UNAUTHENTICATED) << method;
+    EXPECT_EQ(call(method, kStranger), grpc::StatusCode::UNAUTHENTICATED)
+        << method;
+    EXPECT_EQ(call(method, kReader), IsWrite(method)
+                                         ? grpc::StatusCode::PERMISSION_DENIED
+                                         : grpc::StatusCode::INVALID_ARGUMENT)
+        << method;
+    EXPECT_EQ(call(method, kWriter), grpc::StatusCode::INVALID_ARGUMENT)
+        << method;
+  }
+}
+
 TEST_F(TokenTest, ReadOnlyTokenReadsAndIsDeniedEveryWrite) {
   auto c = As(kReader);
   for (const auto& [method, status] : CallEverything(*c)) {
@@ -429,6 +469,22 @@ TEST_F(SecurityTest, PlaintextHealthListenerBesideAnMtlsPort) {
   server->BeginDrain();
   EXPECT_EQ(check("furrballs.v1.Cache"),
             grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+}
+
+// Like the main port (tests/service:busy_port_test), a busy health port
+// stops the start: with gRPC's default SO_REUSEPORT a second server would
+// share it and the kernel would split the probes between the two.
+TEST_F(SecurityTest, BusyHealthPortStopsTheStart) {
+  auto first = Start({}, "", "127.0.0.1:0");
+  ASSERT_NE(first, nullptr);
+  auto second = Server::Start(
+      Options({}, "", absl::StrCat("127.0.0.1:", first->health_port())));
+  ASSERT_FALSE(second.ok()) << "a second server shares health port "
+                            << first->health_port();
+  EXPECT_NE(second.status().message().find("could not listen on "
+                                           "--health_address"),
+            std::string::npos)
+      << second.status();
 }
 
 }  // namespace

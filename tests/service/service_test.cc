@@ -19,12 +19,15 @@
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "service/server.h"
+#include "tests/common/raw_unary_call.h"
 
 namespace furrballs::service {
 namespace {
 
 using grpc::ClientContext;
 using grpc::StatusCode;
+using test_support::kUnparsable;
+using test_support::RawUnaryCall;
 namespace v1 = ::furrballs::v1;
 
 ServerOptions TestOptions(DispatchMode mode) {
@@ -38,25 +41,6 @@ ServerOptions TestOptions(DispatchMode mode) {
   o.dispatch.mode = mode;
   o.shutdown_deadline = std::chrono::milliseconds(5000);
   return o;
-}
-
-// A body that no message parses: field 1, length-delimited, announces five
-// bytes and carries two.
-const std::string kUnparsable("\x0a\x05" "ab", 4);
-
-// Calls a unary method with raw bytes as its request body, as a client with a
-// broken encoder would.
-grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
-                          const std::string& method, const std::string& body) {
-  grpc::GenericStub stub(channel);
-  ClientContext ctx;
-  grpc::Slice slice(body);
-  grpc::ByteBuffer request(&slice, 1);
-  grpc::ByteBuffer response;
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
-                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
-  return done.get_future().get();
 }
 
 // A Pipeline stream whose frames are raw bytes, driven one step at a time on
