@@ -236,7 +236,9 @@ class FurrBallImpl final : public FurrBall {
   // Workers first: a queued job may still use any shard.
   ~FurrBallImpl() override {
     Close();
-    if (spill_store_ != nullptr && options_.warm_restart) {
+    // A start that failed has shards missing and nothing of its own to
+    // persist.
+    if (started_ && spill_store_ != nullptr && options_.warm_restart) {
       PersistForWarmRestart().IgnoreError();  // a failure means a cold start
     }
     for (ShardPtr& shard : shards_) shard.reset();
@@ -354,6 +356,7 @@ class FurrBallImpl final : public FurrBall {
       NodeShard* shard = shards_[i].get();
       jobs_[i]->Activate([shard] { shard->Maintain(); });
     }
+    started_ = true;
     return absl::OkStatus();
   }
 
@@ -547,6 +550,8 @@ class FurrBallImpl final : public FurrBall {
   // Created by Start, never resized afterwards (SubmitToNode reads it
   // concurrently with Close).
   std::vector<std::unique_ptr<NodeJob>> jobs_;
+  // Every shard was built (Start succeeded).
+  bool started_ = false;
 };
 
 }  // namespace

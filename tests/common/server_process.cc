@@ -77,6 +77,7 @@ bool ServerProcess::Signal(int sig) {
   kill(pid_, sig);
   int status = 0;
   waitpid(pid_, &status, 0);
+  wait_status_ = status;
   pid_ = -1;
   if (drain_.joinable()) drain_.join();
   if (output_ != nullptr) {

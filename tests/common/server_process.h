@@ -40,6 +40,10 @@ class ServerProcess {
   bool Kill() { return Signal(SIGKILL); }
 
   bool running() const { return pid_ > 0; }
+  // How the last process this object started ended (a waitpid status, for
+  // WIFEXITED and friends), e.g. after a Start that failed because the
+  // server exited; -1 while none has ended.
+  int wait_status() const { return wait_status_; }
   int port() const { return port_; }
   std::string address() const;
 
@@ -50,6 +54,7 @@ class ServerProcess {
   const std::vector<std::string> flags_;
   pid_t pid_ = -1;
   int port_ = 0;
+  int wait_status_ = -1;
   FILE* output_ = nullptr;
   std::thread drain_;
 };

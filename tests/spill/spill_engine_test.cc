@@ -31,6 +31,7 @@
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/furrball_testing.h"
 #include "tests/spill/spill_test_util.h"
 
 namespace furrballs {
@@ -334,6 +335,46 @@ TEST_P(SpillEngineTest, CorruptedSpillFilesAreMissesNeverWrongValues) {
     ASSERT_TRUE(ball->Get(Key(i), &v).found);
     EXPECT_EQ(v, Value(i, 2));
   }
+}
+
+// A start refused for its options (too few pages per node) or failing to
+// build a node returns its error instead of crashing (both used to persist
+// the half-built cache in the destructor: SIGSEGV), and a refused start
+// leaves the previous graceful stop's keys for the next one.
+TEST_P(SpillEngineTest, AFailedStartReturnsItsReasonAndARefusedOneKeepsTheKeys) {
+  FurrBallOptions o = Options();
+  constexpr int kKeys = 500;  // all in memory until the graceful stop
+  {
+    auto ball = Open(o);
+    ASSERT_NE(ball, nullptr);
+    Write(*ball, 0, kKeys, 1);
+  }
+  FurrBallOptions small = o;
+  small.memory_budget_bytes = 2 * 3 * o.page_size_bytes;  // 3 pages per node
+  absl::StatusOr<std::unique_ptr<FurrBall>> refused = FurrBall::Open(small);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("a node needs at least"),
+            std::string::npos)
+      << refused.status();
+  {
+    auto ball = Open(o);
+    ASSERT_NE(ball, nullptr);
+    std::string v;
+    for (int i = 0; i < kKeys; ++i) {
+      ASSERT_TRUE(ball->Get(Key(i), &v).found)
+          << "key " << i << " lost: the refused start took the warm restart";
+      EXPECT_EQ(v, Value(i, 1));
+    }
+  }
+  SetNodeInitFailureForTesting(1);
+  absl::StatusOr<std::unique_ptr<FurrBall>> failed = FurrBall::Open(o);
+  SetNodeInitFailureForTesting(-1);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(failed.status().message().find("node 1"), std::string::npos)
+      << failed.status();
+  EXPECT_NE(Open(o), nullptr) << "the directory is usable after the failure";
 }
 
 TEST_P(SpillEngineTest, WarmRestartOffStartsCold) {

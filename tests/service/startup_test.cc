@@ -1,0 +1,121 @@
+// Start-up of the real furrballs_server binary with configurations it must
+// refuse: each must exit with a non-zero status (not a signal) and print
+// why, with or without the spill tier, in either dispatch mode.
+//
+// Usage: startup_test <furrballs_server>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+#include <gtest/gtest.h>
+
+#include "tests/common/server_process.h"
+
+namespace furrballs {
+namespace {
+
+using test_support::ServerProcess;
+
+std::string server_binary;
+
+// Flags every server here gets: no metrics port (tests run side by side)
+// and a data directory of the test's own.
+std::vector<std::string> Flags(const std::string& dir,
+                               std::vector<std::string> more) {
+  std::vector<std::string> flags = {"--metrics_address=",
+                                    absl::StrCat("--data_dir=", dir)};
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
+std::string TestDir() {
+  std::string name =
+      ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  for (char& c : name) {
+    if (c == '/') c = '_';
+  }
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / name;
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+// Starts the server with `flags`, which it must refuse; returns what it
+// printed, after checking that it exited normally with a non-zero status.
+std::string MustRefuse(const std::vector<std::string>& flags) {
+  ServerProcess server(server_binary, flags);
+  std::string output;
+  EXPECT_FALSE(server.Start(0, &output)) << "it started: " << output;
+  const int status = server.wait_status();
+  const std::string how =
+      WIFSIGNALED(status) ? absl::StrCat("killed by signal ", WTERMSIG(status))
+                          : absl::StrCat("exit status ", WEXITSTATUS(status));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0)
+      << absl::StrJoin(flags, " ") << ": " << how << ", printed: " << output;
+  return output;
+}
+
+struct BudgetCase {
+  const char* name;
+  std::vector<std::string> flags;
+};
+void PrintTo(const BudgetCase& c, std::ostream* os) {
+  *os << absl::StrJoin(c.flags, " ");
+}
+
+class TooSmallBudgetTest : public ::testing::TestWithParam<BudgetCase> {};
+
+// Budgets below four 2 MiB pages and the metadata per node. Without
+// --spill these always exited with the reason; with it, they died of
+// SIGSEGV printing nothing.
+TEST_P(TooSmallBudgetTest, ExitsNonZeroWithTheReason) {
+  const std::string output = MustRefuse(Flags(TestDir(), GetParam().flags));
+  EXPECT_NE(output.find("a node needs at least"), std::string::npos)
+      << output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Budgets, TooSmallBudgetTest,
+    ::testing::Values(
+        BudgetCase{"Mb1", {"--memory_mb=1"}},
+        BudgetCase{"Mb4", {"--memory_mb=4"}},
+        BudgetCase{"Mb1Spill", {"--spill", "--memory_mb=1"}},
+        BudgetCase{"Mb4Spill", {"--spill", "--memory_mb=4"}},
+        BudgetCase{"Mb6Spill", {"--spill", "--memory_mb=6"}},
+        BudgetCase{"Mb4SpillNodeJob",
+                   {"--spill", "--memory_mb=4", "--dispatch=nodejob"}},
+        BudgetCase{"Mb8TwoNodesSpill",
+                   {"--spill", "--memory_mb=8", "--simulate_nodes=2"}},
+        BudgetCase{"Mb8TwoNodesSpillNodeJob",
+                   {"--spill", "--memory_mb=8", "--simulate_nodes=2",
+                    "--dispatch=nodejob"}}),
+    [](const ::testing::TestParamInfo<BudgetCase>& info) {
+      return std::string(info.param.name);
+    });
+
+// The control: a small budget that fits starts and stops cleanly.
+TEST(StartupTest, ASmallBudgetThatFitsStartsWithSpill) {
+  ServerProcess server(server_binary,
+                       Flags(TestDir(), {"--spill", "--memory_mb=16"}));
+  std::string output;
+  ASSERT_TRUE(server.Start(0, &output)) << output;
+  EXPECT_TRUE(server.Stop());
+}
+
+}  // namespace
+}  // namespace furrballs
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <furrballs_server>\n", argv[0]);
+    return 2;
+  }
+  furrballs::server_binary = argv[1];
+  return RUN_ALL_TESTS();
+}
