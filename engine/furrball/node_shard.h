@@ -199,11 +199,11 @@ struct ShardConfig {
   // The spill tier (docs/spill.md); nullptr = off, pages are dropped when
   // memory runs out. Outlives the shard.
   spill::SpillStore* spill_store = nullptr;
-  // FurrBallOptions::spill_reload_whole_page.
-  bool spill_reload_whole_page = true;
-  // FurrBallOptions::spill_cold_pages (see "Cold pages" above). Works with
-  // or without a spill store.
-  bool spill_cold_pages = false;
+  // FurrBallOptions::spill_reload_whole_page, and its default.
+  bool spill_reload_whole_page = FurrBallOptions{}.spill_reload_whole_page;
+  // FurrBallOptions::spill_cold_pages (see "Cold pages" above), and its
+  // default. Works with or without a spill store.
+  bool spill_cold_pages = FurrBallOptions{}.spill_cold_pages;
 };
 
 class NodeShard {

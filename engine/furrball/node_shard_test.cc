@@ -89,6 +89,16 @@ class NodeShardTest : public ::testing::Test {
                                                           &NodeShard::Destroy};
 };
 
+// A shard built from a default ShardConfig behaves as the engine's defaults
+// say (spill_reload_whole_page once defaulted to true here, false there).
+TEST(ShardConfigTest, DefaultsAreTheEngineOptionsDefaults) {
+  const ShardConfig shard;
+  const FurrBallOptions engine;
+  EXPECT_EQ(shard.spill_reload_whole_page, engine.spill_reload_whole_page);
+  EXPECT_EQ(shard.spill_cold_pages, engine.spill_cold_pages);
+  EXPECT_EQ(shard.eviction_enabled, engine.eviction_enabled);
+}
+
 TEST_F(NodeShardTest, OverflowGoesToStagingAndIsRelocatedInTheBackground) {
   Open(/*pages=*/16);
   // ~15 entries per page; pages 1..13 are free, one of them the reserve.
