@@ -600,11 +600,9 @@ absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
     std::optional<std::string> manifest;
     absl::StatusOr<std::unique_ptr<spill::SpillStore>> opened =
         spill::SpillStore::Open(so, &manifest);
-    if (!opened.ok()) {
-      return ErrorStatus(Error::kInvalidArgument,
-                         absl::StrCat("spill store: ",
-                                      opened.status().ToString()));
-    }
+    // The store's code says what is wrong (a directory in use, missing,
+    // not writable, an I/O error) and its message names the directory.
+    if (!opened.ok()) return opened.status();
     store = *std::move(opened);
     if (manifest.has_value()) {
       restored = ParseEngineManifest(*manifest, static_cast<int>(nodes.size()));

@@ -1,8 +1,16 @@
 #include "engine/spill/spill_store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
+#include <system_error>
 #include <utility>
 
 #include <absl/strings/str_cat.h>
@@ -41,7 +49,74 @@ absl::Status ToStatus(const rocksdb::Status& s, const std::string& what) {
   if (s.IsNotFound()) return absl::NotFoundError(msg);
   if (s.IsCorruption()) return absl::DataLossError(msg);
   if (s.IsNoSpace()) return absl::ResourceExhaustedError(msg);
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
+  // E.g. a directory written with options this build cannot read.
+  if (s.IsNotSupported()) return absl::FailedPreconditionError(msg);
   return absl::UnavailableError(msg);
+}
+
+// Creates the store's directory (one level, as RocksDB would) and turns
+// what keeps it from being one into the code of the cause, with the path:
+// RocksDB reports all of these as IOError.
+absl::Status PrepareDirectory(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) == 0) return absl::OkStatus();
+  const int err = errno;
+  struct stat st;
+  if (err == EEXIST && stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::OkStatus();
+  }
+  const std::string cause = std::error_code(err, std::generic_category()).message();
+  switch (err) {
+    case EEXIST:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spill store: ", dir, " exists and is not a directory"));
+    case ENOTDIR:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spill store: a component of ", dir, " is not a directory"));
+    case ENOENT:
+      return absl::NotFoundError(absl::StrCat(
+          "spill store: cannot create ", dir,
+          ": its parent directory does not exist"));
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::PermissionDeniedError(
+          absl::StrCat("spill store: cannot create ", dir, ": ", cause));
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(
+          absl::StrCat("spill store: cannot create ", dir, ": ", cause));
+    default:
+      return absl::UnavailableError(
+          absl::StrCat("spill store: cannot create ", dir, ": ", cause));
+  }
+}
+
+// The pid of another process that holds `dir`/LOCK (RocksDB's fcntl write
+// lock, taken for as long as a DB is open), or 0. REQUIRES: no store of this
+// process has `dir` open: closing our descriptor of LOCK would drop the
+// fcntl locks this process holds on it.
+pid_t LockHolder(const std::string& dir) {
+  const int fd = open((dir + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  const bool held = fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
+  close(fd);
+  return held ? lock.l_pid : 0;
+}
+
+// The directories open stores of this process use (canonical paths), so
+// that a second one is refused with a clear error before RocksDB is asked,
+// and LockHolder is never used on them.
+struct OpenDirs {
+  Mutex mu;
+  std::set<std::string> dirs ABSL_GUARDED_BY(mu);
+};
+OpenDirs& OpenDirsOfThisProcess() {
+  static OpenDirs* const open_dirs = new OpenDirs;  // never destroyed
+  return *open_dirs;
 }
 
 template <typename T>
@@ -82,7 +157,14 @@ SpillStore::SpillStore(const SpillStoreOptions& options)
   removed_pages_.resize(options.node_count);
 }
 
-SpillStore::~SpillStore() { CloseDb(); }
+SpillStore::~SpillStore() {
+  CloseDb();
+  if (!registered_dir_.empty()) {
+    OpenDirs& open = OpenDirsOfThisProcess();
+    MutexLock l(&open.mu);
+    open.dirs.erase(registered_dir_);
+  }
+}
 
 void SpillStore::CloseDb() {
   if (db_ == nullptr) return;
@@ -131,6 +213,12 @@ absl::Status SpillStore::OpenDb() {
   const rocksdb::Status s =
       rocksdb::DB::Open(db_options, options_.dir, families, &handles_, &db);
   if (!s.ok()) {
+    if (const pid_t holder = LockHolder(options_.dir); holder != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spill store: ", options_.dir, " is in use by process ", holder,
+          " (it holds ", options_.dir,
+          "/LOCK); every cache needs a data directory of its own"));
+    }
     return ToStatus(s, absl::StrCat("opening the spill store in ",
                                     options_.dir));
   }
@@ -147,7 +235,26 @@ absl::StatusOr<std::unique_ptr<SpillStore>> SpillStore::Open(
   if (options.node_count < 1) {
     return absl::InvalidArgumentError("spill store: node_count < 1");
   }
+  if (absl::Status dir = PrepareDirectory(options.dir); !dir.ok()) return dir;
   std::unique_ptr<SpillStore> store(new SpillStore(options));
+  {
+    std::error_code error;
+    const std::string canonical =
+        std::filesystem::canonical(options.dir, error).string();
+    if (error) {
+      return absl::UnavailableError(absl::StrCat(
+          "spill store: cannot resolve ", options.dir, ": ", error.message()));
+    }
+    OpenDirs& open = OpenDirsOfThisProcess();
+    MutexLock l(&open.mu);
+    if (!open.dirs.insert(canonical).second) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spill store: ", options.dir,
+          " is in use by this process (another cache has it open); every "
+          "cache needs a data directory of its own"));
+    }
+    store->registered_dir_ = canonical;
+  }
   absl::Status opened = store->OpenDb();
   if (absl::IsDataLoss(opened)) {
     // A corrupted store is only a colder cache: start over.

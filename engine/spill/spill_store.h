@@ -96,6 +96,13 @@ class SpillStore {
   // present it is removed from the store and returned in *manifest;
   // otherwise the old contents are destroyed and *manifest is nullopt. A
   // store RocksDB finds corrupted is destroyed and started cold too.
+  //
+  // The directory is created if its parent exists. A store that cannot open
+  // names the directory and the cause, with the cause's code: NotFound (no
+  // parent directory), FailedPrecondition (not a directory; in use by
+  // another store of this process, or by another process, named by pid),
+  // PermissionDenied, ResourceExhausted (no space), Unavailable (other I/O
+  // errors).
   static absl::StatusOr<std::unique_ptr<SpillStore>> Open(
       const SpillStoreOptions& options, std::optional<std::string>* manifest);
 
@@ -140,6 +147,9 @@ class SpillStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SpillStoreOptions options_;
+  // The directory as registered among this process's open stores (Open
+  // refuses a second store on it with a clear error); "" if not registered.
+  std::string registered_dir_;
   // Shared by every use of db_, exclusive to reopen it (Resume) or close it.
   // A std::shared_mutex (pthread rwlock) so that TSAN sees it.
   mutable std::shared_mutex db_mu_;

@@ -3,6 +3,10 @@
 // FileSystem wrapper.
 #include "engine/spill/spill_store.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -10,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <absl/strings/str_cat.h>
 #include <gtest/gtest.h>
 
 #include "engine/spill/fault_injection_fs.h"
@@ -59,6 +64,98 @@ class SpillStoreTest : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// Opens a store in `dir` that must fail; returns the status.
+absl::Status OpenFails(const fs::path& dir) {
+  SpillStoreOptions o;
+  o.dir = dir.string();
+  std::optional<std::string> manifest;
+  absl::StatusOr<std::unique_ptr<SpillStore>> s = SpillStore::Open(o, &manifest);
+  EXPECT_FALSE(s.ok()) << "opened in " << dir;
+  return s.ok() ? absl::OkStatus() : s.status();
+}
+
+// A store that cannot open says where and why, with the code of the cause
+// (each of these used to be UNAVAILABLE, and the engine reported every one
+// as INVALID_ARGUMENT).
+TEST_F(SpillStoreTest, OpenFailuresNameThePathWithTheirOwnCode) {
+  const fs::path file = dir_ / "a-file";
+  std::ofstream(file) << "x";
+  struct Case {
+    fs::path dir;
+    absl::StatusCode code;
+    const char* why;
+  };
+  const Case cases[] = {
+      {file, absl::StatusCode::kFailedPrecondition, "not a directory"},
+      {file / "sub", absl::StatusCode::kFailedPrecondition, "not a directory"},
+      {dir_ / "missing" / "sub", absl::StatusCode::kNotFound,
+       "parent directory does not exist"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status s = OpenFails(c.dir);
+    EXPECT_EQ(s.code(), c.code) << s;
+    EXPECT_NE(s.message().find(c.dir.string()), std::string::npos) << s;
+    EXPECT_NE(s.message().find(c.why), std::string::npos) << s;
+  }
+}
+
+// Two stores on one directory: RocksDB's LOCK file. Held by another
+// process (a second server on the same --data_dir), the error names that
+// process; held by this one, it says so.
+TEST_F(SpillStoreTest, ADirectoryInUseIsAFailedPreconditionThatSaysByWhom) {
+  std::optional<std::string> manifest;
+  {
+    auto first = Open(&manifest);
+    ASSERT_NE(first, nullptr);
+    const absl::Status s = OpenFails(dir_);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("in use by this process"), std::string::npos)
+        << s;
+    EXPECT_NE(s.message().find(dir_.string()), std::string::npos) << s;
+    ASSERT_TRUE(first->Put(0, 1, Blob(1, 100)).ok())
+        << "the failed open disturbed the store that holds the directory";
+  }
+  // Another process takes the lock as RocksDB does (an fcntl write lock on
+  // LOCK) and holds it until `release` is closed. The child of this
+  // multi-threaded process only makes async-signal-safe calls.
+  int ready[2], release[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(release), 0);
+  const std::string lock_path = (dir_ / "LOCK").string();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    close(release[1]);
+    const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock lock = {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    const bool locked = fd >= 0 && fcntl(fd, F_SETLK, &lock) == 0;
+    char c = locked ? '1' : '0';
+    if (write(ready[1], &c, 1) != 1) _exit(1);
+    while (read(release[0], &c, 1) > 0) {
+    }
+    _exit(0);
+  }
+  close(ready[1]);
+  close(release[0]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  ASSERT_EQ(c, '1') << "the child could not lock " << lock_path;
+  const absl::Status s = OpenFails(dir_);
+  close(release[1]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find(absl::StrCat("in use by process ", child)),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find(dir_.string()), std::string::npos) << s;
+  EXPECT_NE(Open(&manifest), nullptr) << "free again once the process ended";
+}
 
 TEST_F(SpillStoreTest, PutGetDeleteByNode) {
   std::optional<std::string> manifest;

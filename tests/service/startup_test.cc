@@ -107,6 +107,22 @@ TEST(StartupTest, ASmallBudgetThatFitsStartsWithSpill) {
   EXPECT_TRUE(server.Stop());
 }
 
+// A second server on the data directory of a running one: refused with the
+// directory and the process that has it (RocksDB's LOCK), not RocksDB's bare
+// "Resource temporarily unavailable".
+TEST(StartupTest, ADataDirectoryInUseIsRefusedNamingItsProcess) {
+  const std::string dir = TestDir();
+  ServerProcess first(server_binary,
+                      Flags(dir, {"--spill", "--memory_mb=16"}));
+  std::string output;
+  ASSERT_TRUE(first.Start(0, &output)) << output;
+  output = MustRefuse(Flags(dir, {"--spill", "--memory_mb=16"}));
+  EXPECT_NE(output.find(absl::StrCat(dir, " is in use by process ")),
+            std::string::npos)
+      << output;
+  EXPECT_TRUE(first.Stop());
+}
+
 }  // namespace
 }  // namespace furrballs
 

@@ -377,6 +377,32 @@ TEST_P(SpillEngineTest, AFailedStartReturnsItsReasonAndARefusedOneKeepsTheKeys) 
   EXPECT_NE(Open(o), nullptr) << "the directory is usable after the failure";
 }
 
+// A spill directory that cannot be used fails Open with the store's own
+// code and the path (it used to be INVALID_ARGUMENT whatever the cause).
+TEST_P(SpillEngineTest, AnUnusableSpillDirectoryFailsWithItsCause) {
+  fs::create_directories(dir_);
+  const fs::path file = dir_ / "a-file";
+  std::ofstream(file) << "x";
+  FurrBallOptions o = Options();
+  o.spill_dir = file.string();
+  absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+  ASSERT_FALSE(ball.ok());
+  EXPECT_EQ(ball.status().code(), absl::StatusCode::kFailedPrecondition)
+      << ball.status();
+  EXPECT_NE(ball.status().message().find(file.string()), std::string::npos)
+      << ball.status();
+
+  o.spill_dir = dir_.string();
+  auto first = Open(o);
+  ASSERT_NE(first, nullptr);
+  ball = FurrBall::Open(o);
+  ASSERT_FALSE(ball.ok());
+  EXPECT_EQ(ball.status().code(), absl::StatusCode::kFailedPrecondition)
+      << ball.status();
+  EXPECT_NE(ball.status().message().find("in use"), std::string::npos)
+      << ball.status();
+}
+
 TEST_P(SpillEngineTest, WarmRestartOffStartsCold) {
   FurrBallOptions o = Options();
   {
