@@ -51,6 +51,7 @@ NodeStatsSnapshot Sum(const std::vector<NodeStatsSnapshot>& nodes) {
     t.touches += s.touches;
     t.live_keys += s.live_keys;
     t.live_bytes += s.live_bytes;
+    t.ttl_expirations += s.ttl_expirations;
     t.memory_limit_bytes += s.memory_limit_bytes;
     t.evictions_capacity += s.evictions_capacity;
     t.evictions_keys += s.evictions_keys;
@@ -360,6 +361,50 @@ TEST(FurrBallTest, TtlExpiresOnTheInjectedClock) {
       << "if-absent treats an expired key as absent";
   ASSERT_TRUE(ball->Get("t", &v).found);
   EXPECT_EQ(v, "fresh");
+}
+
+// An expired key is counted once as an expiration and leaves live_keys and
+// live_bytes, whichever operation meets it first: a Get, a Delete (which
+// deletes nothing), or a Set that replaces it (in place or not). It used to
+// stay live and uncounted until the worker's walk reached its page, which
+// skips the open page where these keys are.
+TEST(FurrBallTest, ExpiredKeysAreCountedOnceAndLeaveTheLiveCounts) {
+  ManualClock clock;
+  FurrBallOptions o = SmallOptions(1);
+  o.clock = &clock;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  WriteOptions ttl;
+  ttl.ttl_ms = 150;
+  ASSERT_EQ(ball->Set("keep", "forever").error, Error::kOk);
+  for (const char* k : {"e1", "e2", "e3", "deleted", "in-place", "moved"}) {
+    ASSERT_EQ(ball->Set(k, "abc", ttl).error, Error::kOk);
+  }
+  NodeStatsSnapshot s = Sum(ball->Stats());
+  ASSERT_EQ(s.live_keys, 7u);
+  clock.AdvanceMs(450);
+
+  std::string v;
+  for (const char* k : {"e1", "e2", "e3"}) EXPECT_FALSE(ball->Get(k, &v).found);
+  for (const char* k : {"e1", "e2", "e3"}) EXPECT_FALSE(ball->Get(k, &v).found);
+  s = Sum(ball->Stats());
+  EXPECT_EQ(s.misses, 6u);
+  EXPECT_EQ(s.ttl_expirations, 3u) << "each expired key counted once";
+  EXPECT_EQ(s.live_keys, 4u);
+  EXPECT_EQ(s.live_bytes, 7u + 3 * 3u);
+
+  EXPECT_FALSE(ball->Delete("deleted").deleted);
+  s = Sum(ball->Stats());
+  EXPECT_EQ(s.deletes, 0u) << "deleting an expired key deletes nothing";
+  EXPECT_EQ(s.ttl_expirations, 4u);
+  EXPECT_EQ(s.live_keys, 3u);
+
+  ASSERT_EQ(ball->Set("in-place", "xyz").error, Error::kOk);
+  ASSERT_EQ(ball->Set("moved", std::string(500, 'm')).error, Error::kOk);
+  s = Sum(ball->Stats());
+  EXPECT_EQ(s.ttl_expirations, 6u);
+  EXPECT_EQ(s.live_keys, 3u) << "two expired keys left, two fresh came in";
+  EXPECT_EQ(s.live_bytes, 7u + 3u + 500u);
+  EXPECT_EQ(s.sets, 9u);
 }
 
 TEST(FurrBallTest, HugeTtlSaturatesInsteadOfWrapping) {

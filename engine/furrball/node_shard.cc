@@ -221,10 +221,12 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
 GetResult NodeShard::GetResident(const HashPair& h, std::string* value,
                                  SpinLock& key_lock, uint64_t now) {
   GetResult result;
+  std::optional<KeyMeta> expired;
   auto attempt = [&](bool promote) -> bool {  // true: settled
     const std::optional<KeyMeta> m1 = promote ? arc_->Find(h) : arc_->Peek(h);
     if (!m1.has_value() || m1->Expired(now)) {
       result.found = false;
+      expired = m1;
       return true;
     }
     value->resize(m1->size);
@@ -247,6 +249,15 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string* value,
     SpinLockHolder l(key_lock);
     while (!attempt(/*promote=*/false)) {
     }
+  }
+  // An expired entry leaves the table (and the live counts) when a Get
+  // meets it, as memcached does, rather than when the worker's walk reaches
+  // its page: the walk skips open pages, so a few keys with a TTL could
+  // count as live forever. Try-lock: a Get never waits for a writer, and a
+  // writer holding the lock deals with the entry itself.
+  if (expired.has_value()) {
+    ReclaimIfExpired(h, expired->page, expired->offset, expired->generation,
+                     now);
   }
   return result;
 }
@@ -301,7 +312,11 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
     }
     // No resurrection: the spilled copy is dropped before this write can
     // be acknowledged, so no reload can bring it back afterwards.
-    if (spill_index_ != nullptr) spill_index_->Take(h);
+    SpilledKey dropped;
+    if (spill_index_ != nullptr && spill_index_->Take(h, &dropped) &&
+        dropped.Expired(now)) {
+      stats_.Add(Counter::kTtlExpirations);
+    }
     const uint64_t version = NextVersion(options.superseded_writes);
     const uint64_t expiry = Deadline(now, options.ttl_ms);
     if (expiry != 0 && !has_ttl_keys_.load(std::memory_order_relaxed)) {
@@ -325,6 +340,9 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
         m.expiry_ms = expiry;
       });
       if (err == Error::kOk && same) {
+        // The entry this write replaced had expired: one key left (an
+        // expiration), one came in, so live_keys stays.
+        if (cur->Expired(now)) stats_.Add(Counter::kTtlExpirations);
         stats_.Add(Counter::kSets);
         stats_.Add(Counter::kInPlaceSets);
         stats_.AddSigned(Counter::kLiveBytes,
@@ -359,6 +377,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
         pool_.Publish(r.page, capacity);
         pool_.EndWrite(r.page);
         pool_.Unpublish(before.page, before.capacity);
+        if (before.Expired(now)) stats_.Add(Counter::kTtlExpirations);
         stats_.Add(Counter::kSets);
         stats_.AddSigned(Counter::kLiveBytes,
                          int64_t{size} - int64_t{before.size});
@@ -419,18 +438,22 @@ DeleteResult NodeShard::Delete(const HashPair& h) {
     KeyMeta erased;
     const Error err = arc_->Erase(h, &erased);
     if (err == Error::kAbandonedSet) continue;
+    // Removing an expired key is counted as its expiration: the client
+    // deleted nothing (deleted = false).
     if (err == Error::kKeyNotFound) {
       SpilledKey spilled;
       if (spill_index_ != nullptr && spill_index_->Take(h, &spilled)) {
-        stats_.Add(Counter::kDeletes);
-        return DeleteResult{Error::kOk, !spilled.Expired(now)};
+        const bool expired = spilled.Expired(now);
+        stats_.Add(expired ? Counter::kTtlExpirations : Counter::kDeletes);
+        return DeleteResult{Error::kOk, !expired};
       }
       return DeleteResult{Error::kOk, false};
     }
     if (err != Error::kOk) return DeleteResult{err, false};
     AccountRemoved(erased);
-    stats_.Add(Counter::kDeletes);
-    return DeleteResult{Error::kOk, !erased.Expired(now)};
+    const bool expired = erased.Expired(now);
+    stats_.Add(expired ? Counter::kTtlExpirations : Counter::kDeletes);
+    return DeleteResult{Error::kOk, !expired};
   }
 }
 
@@ -510,7 +533,8 @@ void NodeShard::OnEvict(const HashPair& h, const KeyMeta& m) {
     }
   }
   AccountRemoved(m);
-  stats_.Add(tls_eviction_reason);
+  stats_.Add(m.Expired(NowMs()) ? Counter::kTtlExpirations
+                                : tls_eviction_reason);
 }
 
 void NodeShard::AddVictimLocked(const HashPair& h, const KeyMeta& m) {
@@ -824,6 +848,7 @@ bool NodeShard::EvictSparsestPage() {
 bool NodeShard::EvictFrozen(uint32_t page, uint64_t frozen) {
   const uint32_t generation =
       pool_.page(page).generation.load(std::memory_order_relaxed);
+  const uint64_t now = NowMs();
   pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
                                        const EntryHeader& header) {
     const std::optional<KeyMeta> m = arc_->Peek(header.hash);
@@ -831,7 +856,9 @@ bool NodeShard::EvictFrozen(uint32_t page, uint64_t frozen) {
       // No key lock: an eviction may take any key at any time. If a writer
       // re-pointed the key meanwhile, that newer entry is what gets erased
       // and accounted; the cache just loses it a little earlier.
-      EraseAndAccount(header.hash, Counter::kEvictionsCapacity);
+      EraseAndAccount(header.hash, m->Expired(now)
+                                       ? Counter::kTtlExpirations
+                                       : Counter::kEvictionsCapacity);
     }
     return true;
   });

@@ -24,8 +24,10 @@
 //             implementation.
 //   evictor   ARC capacity eviction (inside ConcurrentARC::Set, under its
 //             SpinLock), ForceEvictOne, whole-page eviction and TTL
-//             reclamation: erase the slot. Erasing needs no key lock: an
-//             eviction may remove any key at any time.
+//             reclamation (the worker's, and a Get's of the expired entry
+//             it found, with the key lock try-locked): erase the slot.
+//             Erasing needs no key lock: an eviction may remove any key at
+//             any time.
 //
 // Because only a writer inserts, and writers of one key are serialized by
 // its lock, a writer that saw "absent" can insert without racing another
@@ -385,10 +387,10 @@ class NodeShard {
   bool RefillStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   void ReclaimExpired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Erases the expired entry at (page, offset, generation) if its key lock
-  // is free and it is still that entry and expired. True if erased.
+  // is free and it is still that entry and expired, counting an expiration.
+  // True if erased. Reclaimers (holding reclaim_mu_) and Gets call it.
   bool ReclaimIfExpired(const HashPair& h, uint32_t page, uint32_t offset,
-                        uint32_t generation, uint64_t now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+                        uint32_t generation, uint64_t now);
 
   // Erases `h` (any thread, no key lock needed) and accounts the erased
   // entry under `reason`. True if a KeyMeta was erased.

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstdint>
@@ -248,6 +249,59 @@ TEST_P(SpillEngineTest, SpilledKeysExpireAndTouchExtendsThem) {
     }
   }
   EXPECT_GT(touched_found, 0);
+}
+
+// Deleting an expired key whose only copy is on disk deletes nothing and
+// counts its expiration (it used to count a delete). The workers are held in
+// a job meanwhile, so that their sweep cannot drop the entries first.
+TEST_P(SpillEngineTest, DeletingAnExpiredSpilledKeyCountsAnExpiration) {
+  auto ball = Open(Options());
+  ASSERT_NE(ball, nullptr);
+  Write(*ball, 0, 500, 1, /*ttl_ms=*/1000);
+  Write(*ball, 500, 6000, 1);
+  std::vector<int> on_disk;
+  std::string v;
+  for (int i = 0; i < 500; ++i) {
+    if (ball->GetFromMemory(ball->Hash(Key(i)), &v).on_disk) {
+      on_disk.push_back(i);
+    }
+  }
+  ASSERT_FALSE(on_disk.empty()) << "no key with a TTL was spilled";
+
+  struct Hold {
+    std::atomic<int> held{0};
+    std::atomic<bool> release{false};
+  } hold;
+  const std::vector<NodeStatsSnapshot> nodes = ball->Stats();
+  for (const NodeStatsSnapshot& n : nodes) {
+    ASSERT_EQ(ball->SubmitToNode(
+                  n.node,
+                  [](void* ctx) {
+                    auto* h = static_cast<Hold*>(ctx);
+                    ++h->held;
+                    while (!h->release.load()) std::this_thread::yield();
+                  },
+                  &hold),
+              Error::kOk);
+  }
+  spill_testing::WaitFor("the workers never took the holding job", [&] {
+    return hold.held.load() == static_cast<int>(nodes.size());
+  });
+  auto sum = [&](uint64_t NodeStatsSnapshot::*field) {
+    uint64_t total = 0;
+    for (const NodeStatsSnapshot& n : ball->Stats()) total += n.*field;
+    return total;
+  };
+  const uint64_t deletes = sum(&NodeStatsSnapshot::deletes);
+  const uint64_t expirations = sum(&NodeStatsSnapshot::ttl_expirations);
+  clock_.AdvanceMs(2000);
+  for (int i : on_disk) {
+    EXPECT_FALSE(ball->Delete(Key(i)).deleted) << "expired key " << i;
+  }
+  EXPECT_EQ(sum(&NodeStatsSnapshot::deletes), deletes);
+  EXPECT_EQ(sum(&NodeStatsSnapshot::ttl_expirations),
+            expirations + on_disk.size());
+  hold.release = true;
 }
 
 // A graceful shutdown and a reopen with the same directory serve every key
