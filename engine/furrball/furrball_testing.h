@@ -28,6 +28,9 @@ struct EngineTestHooks {
   void (*before_insert)(const HashPair& h) = nullptr;
   // A Get of `h` is about to read its spilled page (holding no lock).
   void (*reload_read)(const HashPair& h) = nullptr;
+  // A Get of `h` found no live copy in memory and is about to look in the
+  // spill index (holding no lock).
+  void (*get_missed_memory)(const HashPair& h) = nullptr;
 };
 // `hooks` must outlive its use; nullptr removes them.
 void SetEngineTestHooksForTesting(const EngineTestHooks* hooks);

@@ -177,35 +177,41 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
   numatic_->SimulateRemoteAccess(requester, config_.node);
   const uint64_t now = NowMs();
   GetResult result = GetResident(h, value, key_lock, now);
-  if (!result.found && spill_index_ != nullptr && !read_disk) {
+  // Ghost hit (§2.9.6): the key's page is in the spill store. Under memory
+  // pressure the reloaded key can be spilled again before we read it (the
+  // reload itself makes room); then it is indexed under its new page and we
+  // follow it, a bounded number of times.
+  constexpr int kMaxReloads = 4;
+  for (int reloads = 0; !result.found && spill_index_ != nullptr;
+       ++reloads) {
+    if (const EngineTestHooks* t = TestHooks();
+        t != nullptr && t->get_missed_memory != nullptr) {
+      t->get_missed_memory(h);
+    }
     SpilledKey spilled;
-    if (spill_index_->Lookup(h, &spilled) && !spilled.Expired(now)) {
+    if (!spill_index_->Lookup(h, &spilled) || spilled.Expired(now)) {
+      // No entry. Another Get may have reloaded the key since we looked in
+      // memory: a reload inserts the key before it takes the entry, so look
+      // in memory once more rather than miss a key that is being reloaded.
+      result = GetResident(h, value, key_lock, now);
+      break;
+    }
+    if (!read_disk) {
       value->clear();
       result.on_disk = true;
       return result;
     }
-  } else if (!result.found && spill_index_ != nullptr) {
-    // Ghost hit (§2.9.6): the key's page is in the spill store. Under memory
-    // pressure the reloaded key can be spilled again before we read it (the
-    // reload itself makes room); then it is indexed under its new page and
-    // we follow it, a bounded number of times.
-    constexpr int kMaxReloads = 4;
-    SpilledKey spilled;
-    for (int i = 0; i < kMaxReloads && !result.found &&
-                    spill_index_->Lookup(h, &spilled) &&
-                    !spilled.Expired(now);
-         ++i) {
-      // The reload answers from the blob when the key's entry was still the
-      // one it read: the newest acknowledged value at that moment, whether
-      // or not memory kept it afterwards.
-      result = ReloadPage(spilled.page_id, h, spilled, value);
-      // The reload's inserts may have pushed victims into the batch.
-      FlushVictimBatchIfFull();
-      if (!result.found) result = GetResident(h, value, key_lock, now);
-      if (result.found) {
-        result.reloaded = true;
-        stats_.Add(Counter::kGhostHits);
-      }
+    if (reloads == kMaxReloads) break;
+    // The reload answers from the blob when the key's entry was still the
+    // one it read: the newest acknowledged value at that moment, whether or
+    // not memory kept it afterwards.
+    result = ReloadPage(spilled.page_id, h, spilled, value);
+    // The reload's inserts may have pushed victims into the batch.
+    FlushVictimBatchIfFull();
+    if (!result.found) result = GetResident(h, value, key_lock, now);
+    if (result.found) {
+      result.reloaded = true;
+      stats_.Add(Counter::kGhostHits);
     }
   }
   if (!result.found) {

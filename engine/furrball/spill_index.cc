@@ -47,7 +47,7 @@ bool SpillIndex::Take(const HashPair& h, SpilledKey* out) {
     if (it == s.keys.end()) return false;
     taken = it->second;
     s.keys.erase(it);
-    size_.fetch_sub(1, std::memory_order_relaxed);
+    size_.fetch_sub(1, std::memory_order_release);  // see size()
     NoteExpiry(taken.expiry_ms, 0);
   }
   Release(taken.page_id);
@@ -62,7 +62,7 @@ bool SpillIndex::TakeIf(const HashPair& h, const SpilledKey& expected) {
     auto it = s.keys.find(h);
     if (it == s.keys.end() || !(it->second == expected)) return false;
     s.keys.erase(it);
-    size_.fetch_sub(1, std::memory_order_relaxed);
+    size_.fetch_sub(1, std::memory_order_release);  // see size()
     NoteExpiry(expected.expiry_ms, 0);
   }
   Release(expected.page_id);
@@ -79,7 +79,7 @@ bool SpillIndex::TakeIfOlder(const HashPair& h, uint64_t version) {
     if (it == s.keys.end() || it->second.version >= version) return false;
     taken = it->second;
     s.keys.erase(it);
-    size_.fetch_sub(1, std::memory_order_relaxed);
+    size_.fetch_sub(1, std::memory_order_release);  // see size()
     NoteExpiry(taken.expiry_ms, 0);
   }
   Release(taken.page_id);

@@ -24,7 +24,8 @@
 //            (WaitForEvictionsInFlight) and looks again before deciding.
 //   reload   re-inserts the key only if the entry is still exactly the one
 //            the blob was read for (same page id and version), then removes
-//            it.
+//            it. Insert first: a Get that missed in memory and then finds
+//            no entry looks in memory again, and finds the key.
 // So under the key lock a key is in memory or in the index, never both, and
 // a reload can only bring back the newest acknowledged value. Readers
 // (Lookup) take no key lock; what they see only decides whether to try a
@@ -69,9 +70,12 @@ struct SpilledKey {
 
 class SpillIndex {
  public:
-  // Entries, over all shards. Relaxed: a writer that must see an entry holds
-  // the key lock the entry was added under, which orders it.
-  size_t size() const { return size_.load(std::memory_order_relaxed); }
+  // Entries, over all shards. A writer that must see an entry holds the key
+  // lock the entry was added under, which orders it. Acquire, pairing with
+  // the release of every removal: a Lookup that finds the index empty has
+  // seen what the remover did before (a reload's insert into memory, which
+  // a Get that misses in the index then finds, NodeShard::Get).
+  size_t size() const { return size_.load(std::memory_order_acquire); }
 
   bool Lookup(const HashPair& h, SpilledKey* out) const;
   // REQUIRES: h's key lock. Replaces any entry h had.

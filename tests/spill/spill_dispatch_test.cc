@@ -84,7 +84,7 @@ TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
   DispatcherOptions d;
   d.mode = DispatchMode::kNodeJob;
   auto dispatcher = std::make_unique<Dispatcher>(&ball, d);
-  spill_testing::HeldReload hold;
+  spill_testing::HeldPause hold;
 
   Call held;
   held.Prepare(ball, OpKind::kGet, Key(spilled));

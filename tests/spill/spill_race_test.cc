@@ -18,6 +18,10 @@
 // A second test holds a ghost hit inside its disk read and shows that the
 // node's other keys are served meanwhile (issue 7: "the reload must not
 // block other keys of the node for the duration of the RocksDB read").
+//
+// A third forces two Gets of one spilled key to overlap so that the second
+// looks in the index only after the first's reload took the entry (issue
+// 15: with --dispatch=nodejob such a pair answered one miss and one hit).
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -160,7 +164,7 @@ TEST(SpillRaceTest, AReloadInItsDiskReadHoldsUpNoOtherKeyOfItsNode) {
   }
   ASSERT_GT(spill_testing::SpillTotals(ball).spill_keys_indexed, 1000u);
 
-  spill_testing::HeldReload hold;
+  spill_testing::HeldPause hold;
 
   // The reader reads keys from the oldest on until one is a ghost hit; its
   // reload pauses in the hook, before the RocksDB read.
@@ -229,6 +233,74 @@ TEST(SpillRaceTest, AReloadInItsDiskReadHoldsUpNoOtherKeyOfItsNode) {
   EXPECT_TRUE(paused_get.found);
   EXPECT_EQ(paused_value, Value(key(paused_key.load())));
 }
+
+// ---- A Get of a key that another Get is reloading ----
+
+// Two Gets of a key whose only copy is on disk:
+//   B   misses in memory ... [paused before its index lookup]
+//   A   Get: reloads the key (inserts it in memory, then takes its entry)
+//   B   resumes: the index has no entry any more
+// B must find the key A reloaded, not miss. B is a direct-mode Get, or the
+// GetFromMemory a NodeJob worker runs (A is then the reload thread's Get).
+class SecondGetOfAReloadedKeyTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SecondGetOfAReloadedKeyTest, FindsTheKeyTheFirstReloaded) {
+  const bool from_memory = GetParam();
+  ManualClock clock;
+  FurrBallOptions o =
+      spill_testing::SmallSpillCache(spill_testing::FreshTestDir(), &clock);
+  o.node_count = 1;
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  auto key = [](int i) { return "twice-" + std::to_string(i); };
+  constexpr int kKeys = 3000;  // about 3x the memory
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_EQ(ball.Set(key(i), Value(key(i))).error, Error::kOk);
+    if (i % 16 == 15) {
+      spill_testing::WaitFor("the worker never freed pages", [&] {
+        return spill_testing::SpillTotals(ball).pages_empty >= 2;
+      });
+    }
+  }
+  int spilled = -1;
+  std::string v;
+  for (int i = 0; i < kKeys && spilled < 0; ++i) {
+    if (ball.GetFromMemory(ball.Hash(key(i)), &v).on_disk) spilled = i;
+  }
+  ASSERT_GE(spilled, 0) << "no key was on disk";
+  const std::string k = key(spilled);
+
+  spill_testing::HeldPause hold(
+      spill_testing::HeldPause::Point::kGetMissedMemory);
+  GetResult second;
+  std::string second_value;
+  std::thread b([&] {
+    second = from_memory ? ball.GetFromMemory(ball.Hash(k), &second_value)
+                         : ball.Get(k, &second_value);
+  });
+  const bool paused = hold.AwaitHeld();
+  std::string first_value;
+  GetResult first;
+  if (paused) first = ball.Get(k, &first_value);
+  hold.Release();
+  b.join();
+
+  ASSERT_TRUE(paused) << "the Get never missed in memory";
+  ASSERT_TRUE(first.found);
+  EXPECT_TRUE(first.reloaded);
+  EXPECT_EQ(first_value, Value(k));
+  EXPECT_TRUE(second.found)
+      << "the second Get missed the key the first was reloading"
+      << (second.on_disk ? " (sent to disk)" : "");
+  EXPECT_EQ(second_value, Value(k));
+}
+
+INSTANTIATE_TEST_SUITE_P(Mode, SecondGetOfAReloadedKeyTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "NodeJobWorkerFromMemory"
+                                             : "DirectGet";
+                         });
 
 }  // namespace
 }  // namespace furrballs

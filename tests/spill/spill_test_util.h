@@ -101,33 +101,39 @@ inline bool Await(const std::atomic<bool>& flag) {
   return true;
 }
 
-// Holds the first spill reload after construction just before its disk read
-// (the engine's reload_read pause point) until Release(). One at a time;
-// the destructor releases it and removes the hook.
-class HeldReload {
+// Holds the first engine thread that reaches a pause point after
+// construction (furrball_testing.h) until Release(): by default a Get's
+// spill reload just before its disk read (reload_read), or a Get that found
+// no copy in memory just before it looks in the spill index
+// (get_missed_memory). One at a time; the destructor releases it and removes
+// the hook.
+class HeldPause {
  public:
-  HeldReload() {
+  enum class Point { kReloadRead, kGetMissedMemory };
+
+  explicit HeldPause(Point point = Point::kReloadRead) {
     current_ = this;
-    hooks_.reload_read = &OnReloadRead;
+    (point == Point::kReloadRead ? hooks_.reload_read
+                                 : hooks_.get_missed_memory) = &OnPause;
     SetEngineTestHooksForTesting(&hooks_);
   }
-  ~HeldReload() {
+  ~HeldPause() {
     Release();
     SetEngineTestHooksForTesting(nullptr);
     current_ = nullptr;
   }
-  HeldReload(const HeldReload&) = delete;
-  HeldReload& operator=(const HeldReload&) = delete;
+  HeldPause(const HeldPause&) = delete;
+  HeldPause& operator=(const HeldPause&) = delete;
 
-  // True once a reload is held (false after Await's bound).
+  // True once a thread is held (false after Await's bound).
   bool AwaitHeld() { return Await(held_); }
   void Release() { release_ = true; }
-  // The key whose reload is held.
+  // The key of the held operation.
   HashPair key() const { return HashPair{h1_.load(), h2_.load()}; }
 
  private:
-  static void OnReloadRead(const HashPair& h) {
-    HeldReload* self = current_;
+  static void OnPause(const HashPair& h) {
+    HeldPause* self = current_;
     bool armed = true;
     if (!self->armed_.compare_exchange_strong(armed, false)) return;
     self->h1_ = h.h1;
@@ -136,7 +142,7 @@ class HeldReload {
     while (!self->release_.load()) std::this_thread::yield();
   }
 
-  static inline HeldReload* current_ = nullptr;
+  static inline HeldPause* current_ = nullptr;
   EngineTestHooks hooks_;
   std::atomic<bool> armed_{true};
   std::atomic<bool> held_{false};
