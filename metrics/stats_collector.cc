@@ -272,7 +272,7 @@ void AddDispatch(std::vector<MetricFamily>& out,
                  const std::vector<service::DispatchStats>& s) {
   using D = service::DispatchStats;
   std::vector<std::string> nodes;
-  for (size_t i = 0; i < s.size(); ++i) nodes.push_back(std::to_string(i));
+  for (const D& d : s) nodes.push_back(std::to_string(d.node));
 
   AddPerNode<D>(out, "furrballs_dispatch_batches_total",
                 "Batches the node's worker drained from its queue.",

@@ -31,7 +31,7 @@ namespace furrballs::metrics {
 struct StatsSources {
   // One snapshot per node (FurrBall::Stats).
   std::function<std::vector<NodeStatsSnapshot>()> engine;
-  // One entry per node worker, indexed by node (Dispatcher::Stats).
+  // One entry per node worker, each with its node id (Dispatcher::Stats).
   std::function<std::vector<service::DispatchStats>()> dispatch;
   // Request counts and latencies (RequestStats::Snapshot).
   std::function<service::RequestStatsSnapshot()> requests;

@@ -57,6 +57,7 @@ std::vector<NodeStatsSnapshot> FourNodes() {
 std::vector<service::DispatchStats> FourWorkers() {
   std::vector<service::DispatchStats> workers(4);
   for (int n = 0; n < 4; ++n) {
+    workers[n].node = n;
     workers[n].batches = 5 + n;
     workers[n].ops = 50 + n;
     workers[n].merged_writes = n;
@@ -142,6 +143,31 @@ TEST_F(StatsCollectorTest, EngineFamiliesHaveASeriesPerNodeAndLabel) {
   EXPECT_EQ(Family("furrballs_pages").metric.size(), 20u);
   EXPECT_EQ(Family("furrballs_keys").type, MetricType::Gauge);
   EXPECT_EQ(Family("furrballs_expirations_total").type, MetricType::Counter);
+}
+
+// Dispatch series are labelled with the node's id, like the engine's: a
+// process serving only node 1 has one worker, labelled "1" (not "0", its
+// position).
+TEST(StatsCollectorNodeIdTest, DispatchSeriesAreLabelledWithTheNodeId) {
+  StatsSources sources;
+  sources.dispatch = [] {
+    std::vector<service::DispatchStats> workers(1);
+    workers[0].node = 1;
+    workers[0].ops = 7;
+    return workers;
+  };
+  sources.process = false;
+  bool found = false;
+  for (const MetricFamily& f : StatsCollector(sources).Collect()) {
+    if (f.name != "furrballs_dispatch_ops_total") continue;
+    ASSERT_EQ(f.metric.size(), 1u);
+    ASSERT_EQ(f.metric[0].label.size(), 1u);
+    EXPECT_EQ(f.metric[0].label[0].name, "node");
+    EXPECT_EQ(f.metric[0].label[0].value, "1");
+    EXPECT_EQ(f.metric[0].counter.value, 7);
+    found = true;
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST_F(StatsCollectorTest, DispatchFamiliesAreIndexedByNode) {

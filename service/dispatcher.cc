@@ -27,7 +27,7 @@ struct Dispatcher::NodeQueue {
   }
 
   Dispatcher* const dispatcher;
-  const int node;
+  const int node;  // its id: what FurrBall::SubmitToNode takes
 
   Mutex mu;
   CondVar idle;  // signalled when the queue is empty and no drain is scheduled
@@ -56,11 +56,11 @@ struct Dispatcher::NodeQueue {
 
 Dispatcher::Dispatcher(FurrBall* engine, const DispatcherOptions& options)
     : engine_(engine), options_(options) {
-  const int nodes = engine_->node_count();
-  queues_.reserve(nodes);
-  for (int n = 0; n < nodes; ++n) {
+  const NodeRouter& router = engine_->router();
+  queues_.reserve(router.count());
+  for (int i = 0; i < router.count(); ++i) {
     queues_.push_back(std::make_unique<NodeQueue>(
-        this, n, std::max<size_t>(1, options_.max_batch)));
+        this, router.IdOf(i), std::max<size_t>(1, options_.max_batch)));
   }
   if (options_.mode == DispatchMode::kNodeJob &&
       !engine_->options().spill_dir.empty()) {
@@ -81,12 +81,16 @@ Dispatcher::~Dispatcher() {
   for (std::thread& t : reload_threads_) t.join();
 }
 
-int Dispatcher::NodeFor(const HashPair& h) const {
+int Dispatcher::IndexFor(const HashPair& h) const {
   const int owner = engine_->OwnerOf(h);
-  if (owner >= 0) return owner;
+  if (owner >= 0) return engine_->router().IndexOf(owner);
   // Routings that do not fix a key's node still send every operation on one
   // key to one worker, which keeps per-key operations in arrival order.
   return static_cast<int>(h.h1 % queues_.size());
+}
+
+int Dispatcher::NodeFor(const HashPair& h) const {
+  return queues_[IndexFor(h)]->node;
 }
 
 Error Dispatcher::Submit(CacheOp* op) {
@@ -101,7 +105,7 @@ Error Dispatcher::Submit(CacheOp* op) {
     return Error::kOk;
   }
 
-  NodeQueue& q = *queues_[NodeFor(op->hash)];
+  NodeQueue& q = *queues_[IndexFor(op->hash)];
   bool schedule = false;
   {
     MutexLock lock(&q.mu);
@@ -320,6 +324,7 @@ std::vector<DispatchStats> Dispatcher::Stats() const {
   std::vector<DispatchStats> out(queues_.size());
   for (size_t n = 0; n < queues_.size(); ++n) {
     NodeQueue& q = *queues_[n];
+    out[n].node = q.node;
     out[n].batches = q.batches.load(std::memory_order_relaxed);
     out[n].ops = q.ops.load(std::memory_order_relaxed);
     out[n].merged_writes = q.merged_writes.load(std::memory_order_relaxed);

@@ -110,6 +110,7 @@ struct DispatcherOptions {
 
 // Per-node dispatch counters, written by that node's worker only.
 struct DispatchStats {
+  int node = 0;  // the node's id, as NodeStatsSnapshot::node
   uint64_t batches = 0;
   uint64_t ops = 0;
   uint64_t merged_writes = 0;
@@ -134,13 +135,17 @@ class Dispatcher {
   void Stop();
   void WaitIdle();
 
+  // The id of the node whose worker runs ops on `h`.
   int NodeFor(const HashPair& h) const;
+  // One entry per node, in index order (FurrBall::router()).
   std::vector<DispatchStats> Stats() const;
   const DispatcherOptions& options() const { return options_; }
 
  private:
   struct NodeQueue;
 
+  // The index of the queue of `h`'s node.
+  int IndexFor(const HashPair& h) const;
   static void DrainThunk(void* node_queue);
   void Drain(NodeQueue& q);
   void ExecuteBatch(CacheOp** batch, size_t n, NodeQueue& q);
@@ -151,7 +156,7 @@ class Dispatcher {
 
   FurrBall* const engine_;
   const DispatcherOptions options_;
-  std::vector<std::unique_ptr<NodeQueue>> queues_;
+  std::vector<std::unique_ptr<NodeQueue>> queues_;  // by node index
   std::atomic<bool> stopped_{false};
 
   // Gets waiting for a disk read, linked through CacheOp::next, and the

@@ -24,16 +24,30 @@ DispatcherOptions NodeJobOptions() {
 
 class DispatcherTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { OpenEngine({0, 1}); }
+
+  // A simulated engine whose nodes have ids `ids`.
+  void OpenEngine(std::vector<int> ids) {
+    engine_.reset();
     FurrBallOptions o;
     o.memory_budget_bytes = size_t{24} << 20;  // 2 MiB pages for 1 MiB values
     o.page_size_bytes = size_t{2} << 20;
     o.simulate_topology = true;
-    o.node_count = 2;
+    o.node_count = static_cast<int>(ids.size());
+    o.simulated_node_ids = std::move(ids);
     o.pin_workers = false;
     auto engine = FurrBall::Open(o);
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = std::move(*engine);
+  }
+
+  // The dispatch statistics of node `node` (an id).
+  static DispatchStats StatsOf(const Dispatcher& d, int node) {
+    for (const DispatchStats& s : d.Stats()) {
+      if (s.node == node) return s;
+    }
+    ADD_FAILURE() << "no dispatch statistics for node " << node;
+    return DispatchStats{};
   }
 
   // Parks `node`'s worker until Release().
@@ -108,7 +122,7 @@ TEST_F(DispatcherTest, WriteCompactionMergesARunAndReservesVersions) {
   // The merged writes got the versions just below the applied one.
   EXPECT_EQ(b->op.set.version + 1, c->op.set.version);
   EXPECT_EQ(a->op.set.version + 2, c->op.set.version);
-  EXPECT_EQ(d.Stats()[node].merged_writes, 2u);
+  EXPECT_EQ(StatsOf(d, node).merged_writes, 2u);
 
   std::string value;
   GetResult got = engine_->Get(engine_->Hash("hot"), &value);
@@ -139,7 +153,7 @@ TEST_F(DispatcherTest, AReadBetweenWritesBreaksTheRun) {
   ASSERT_TRUE(g->done);
   EXPECT_TRUE(g->op.get.found);
   EXPECT_EQ(g->out, "a");  // the read saw the first write, so it was applied
-  EXPECT_EQ(d.Stats()[node].merged_writes, 0u);
+  EXPECT_EQ(StatsOf(d, node).merged_writes, 0u);
 }
 
 TEST_F(DispatcherTest, CompactionOffAppliesEveryWrite) {
@@ -156,7 +170,7 @@ TEST_F(DispatcherTest, CompactionOffAppliesEveryWrite) {
   d.Stop();
   d.WaitIdle();
   EXPECT_LT(a->op.set.version, b->op.set.version);
-  EXPECT_EQ(d.Stats()[node].merged_writes, 0u);
+  EXPECT_EQ(StatsOf(d, node).merged_writes, 0u);
 }
 
 TEST_F(DispatcherTest, FullQueueFailsFast) {
@@ -171,7 +185,7 @@ TEST_F(DispatcherTest, FullQueueFailsFast) {
   ASSERT_EQ(d.Submit(&a->op), Error::kOk);
   ASSERT_EQ(d.Submit(&b->op), Error::kOk);
   EXPECT_EQ(d.Submit(&c->op), Error::kQueueFull);
-  EXPECT_EQ(d.Stats()[node].rejected_queue_full, 1u);
+  EXPECT_EQ(StatsOf(d, node).rejected_queue_full, 1u);
   Release();
   d.Stop();
   d.WaitIdle();
@@ -194,7 +208,38 @@ TEST_F(DispatcherTest, ExpiredOpsAreNotExecuted) {
   EXPECT_TRUE(late->op.deadline_exceeded);
   std::string value;
   EXPECT_FALSE(engine_->Get(engine_->Hash("late"), &value).found);
-  EXPECT_EQ(d.Stats()[node].deadline_expired, 1u);
+  EXPECT_EQ(StatsOf(d, node).deadline_expired, 1u);
+}
+
+// A process confined to node 1 of a two-node machine (a pod pinned there):
+// its only node has id 1 and index 0. Ops go to that node's queue and
+// worker, and the statistics name node 1. (The queues were indexed by the
+// node id: Submit read past the one-element queue vector.)
+TEST_F(DispatcherTest, TheOnlyNodeIsNodeOne) {
+  OpenEngine({1});
+  ASSERT_EQ(engine_->router().IdOf(0), 1);
+  Dispatcher d(engine_.get(), NodeJobOptions());
+  EXPECT_EQ(d.NodeFor(engine_->Hash("k")), 1);
+  HoldWorker(1);
+  auto set = MakeSet("k", "v");
+  auto get = MakeGet("k");
+  ASSERT_EQ(d.Submit(&set->op), Error::kOk);
+  ASSERT_EQ(d.Submit(&get->op), Error::kOk);
+  EXPECT_FALSE(set->done) << "ran without node 1's worker";
+  Release();
+  d.Stop();
+  d.WaitIdle();
+  ASSERT_TRUE(set->done);
+  ASSERT_TRUE(get->done);
+  EXPECT_EQ(set->op.error, Error::kOk);
+  EXPECT_TRUE(get->op.get.found);
+  EXPECT_EQ(get->out, "v");
+  const std::vector<DispatchStats> stats = d.Stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].node, 1);
+  EXPECT_EQ(stats[0].ops, 2u);
+  ASSERT_EQ(engine_->Stats().size(), 1u);
+  EXPECT_EQ(engine_->Stats()[0].node, 1);
 }
 
 TEST_F(DispatcherTest, StoppedDispatcherRejects) {

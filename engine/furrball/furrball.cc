@@ -156,6 +156,12 @@ absl::Status ValidateOptions(const FurrBallOptions& o) {
   if (o.simulate_topology && o.node_count == 0) {
     return bad("simulate_topology needs node_count > 0");
   }
+  if (!o.simulated_node_ids.empty() &&
+      (!o.simulate_topology ||
+       o.simulated_node_ids.size() != static_cast<size_t>(o.node_count))) {
+    return bad("simulated_node_ids needs simulate_topology and node_count = ",
+               o.simulated_node_ids.size());
+  }
   if (o.memory_budget_bytes == 0) return bad("memory_budget_bytes must be > 0");
   if (o.max_keys_per_node > UINT32_MAX / 2) {
     return bad("max_keys_per_node = ", o.max_keys_per_node, " is too large");
@@ -226,9 +232,9 @@ class FurrBallImpl final : public FurrBall {
                                                 : KeyHasher(options.hash_seed)),
         clock_(options.clock != nullptr ? options.clock : SteadyClock::Get()),
         numatic_(std::move(numatic)),
-        nodes_(std::move(nodes)) {
-    shards_.reserve(nodes_.size());
-    for (size_t i = 0; i < nodes_.size(); ++i) {
+        router_(std::move(nodes)) {
+    shards_.reserve(router_.count());
+    for (int i = 0; i < router_.count(); ++i) {
       shards_.emplace_back(nullptr, &NodeShard::Destroy);
     }
   }
@@ -300,7 +306,7 @@ class FurrBallImpl final : public FurrBall {
     jobs_.resize(n);
     for (int i = 0; i < n; ++i) {
       ShardConfig config;
-      config.node = nodes_[i];
+      config.node = router_.IdOf(i);
       config.node_index = i;
       config.page_count = plan_.page_count;
       config.page_size = plan_.page_size;
@@ -316,10 +322,10 @@ class FurrBallImpl final : public FurrBall {
       config.spill_cold_pages = options_.spill_cold_pages;
 
       absl::StatusOr<NumaNodeMemoryResource*> resource =
-          numatic_->NodeResource(nodes_[i]);
+          numatic_->NodeResource(router_.IdOf(i));
       if (!resource.ok()) return resource.status();
       NodeJob::Options job_options;
-      job_options.node = nodes_[i];
+      job_options.node = router_.IdOf(i);
       job_options.pin = options_.pin_workers;
       job_options.queue_capacity = options_.job_queue_capacity;
       job_options.maintenance_interval = options_.maintenance_interval;
@@ -344,7 +350,8 @@ class FurrBallImpl final : public FurrBall {
       absl::Status s = jobs_[i]->WaitForInit();
       if (!s.ok() && first_error.ok()) {
         first_error = ErrorStatus(
-            ErrorOf(s), absl::StrCat("node ", nodes_[i], ": ", s.message()));
+            ErrorOf(s),
+            absl::StrCat("node ", router_.IdOf(i), ": ", s.message()));
       }
     }
     if (!first_error.ok()) {
@@ -372,9 +379,9 @@ class FurrBallImpl final : public FurrBall {
 
   int OwnerOf(const HashPair& h) const override {
     if (options_.routing != RoutingPolicy::kHash) return -1;
-    return nodes_[HomeIndex(h)];
+    return router_.IdOf(router_.HomeIndex(h));
   }
-  int node_count() const override { return static_cast<int>(nodes_.size()); }
+  const NodeRouter& router() const override { return router_; }
   const FurrBallOptions& options() const override { return options_; }
   const MemoryPlan& memory_plan() const override { return plan_; }
   std::string TopologySummary() const override {
@@ -449,7 +456,7 @@ class FurrBallImpl final : public FurrBall {
   }
 
   Error SubmitToNode(int node, Job job, void* context) override {
-    const int index = IndexOfNodeOrMinusOne(node);
+    const int index = router_.IndexOf(node);
     if (index < 0) return Error::kNoSuchNode;
     return jobs_[index]->Submit(job, context);
   }
@@ -469,8 +476,8 @@ class FurrBallImpl final : public FurrBall {
     // index, page metadata, key locks, statistics, job queues, the shard
     // objects, and the page rounding of each of those mappings.
     uint64_t total = 0;
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      total += numatic_->MappedBytes(nodes_[i]);
+    for (int i = 0; i < router_.count(); ++i) {
+      total += numatic_->MappedBytes(router_.IdOf(i));
       if (shards_[i] != nullptr) total -= shards_[i]->page_bytes();
     }
     return total;
@@ -479,25 +486,17 @@ class FurrBallImpl final : public FurrBall {
  private:
   using ShardPtr = std::unique_ptr<NodeShard, void (*)(NodeShard*)>;
 
-  // The hash-routing owner, which is also every key's lock home. Uses H1's
-  // high half: CMap picks groups from H1's low bits and ARC's index from H2,
-  // so the node choice does not skew either table.
-  int HomeIndex(const HashPair& h) const {
-    return static_cast<int>(((h.h1 >> 32) * nodes_.size()) >> 32);
-  }
+  // The hash-routing owner's index, which is also every key's lock home.
+  int HomeIndex(const HashPair& h) const { return router_.HomeIndex(h); }
 
   SpinLock& KeyLockFor(const HashPair& h) {
     return shards_[HomeIndex(h)]->KeyLockFor(h);
   }
 
-  int IndexOfNodeOrMinusOne(int node) const {
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i] == node) return static_cast<int>(i);
-    }
-    return -1;
-  }
+  // The index of node `node`, or 0 for a node not served (a thread running
+  // elsewhere starts its search at the first node).
   int IndexOfNode(int node) const {
-    const int i = IndexOfNodeOrMinusOne(node);
+    const int i = router_.IndexOf(node);
     return i < 0 ? 0 : i;
   }
 
@@ -527,7 +526,7 @@ class FurrBallImpl final : public FurrBall {
         // without a shared counter on the write path.
         thread_local uint64_t turn =
             furrball_internal::ThisThreadStatShard();
-        return static_cast<int>(turn++ % nodes_.size());
+        return static_cast<int>(turn++ % router_.count());
       }
       case RoutingPolicy::kThreadLocal: {
         const int found = Locate(h);
@@ -545,7 +544,7 @@ class FurrBallImpl final : public FurrBall {
   const KeyHasher hasher_;
   const Clock* const clock_;
   const std::unique_ptr<Numatic> numatic_;
-  const std::vector<int> nodes_;  // node ids, by index
+  const NodeRouter router_;
   std::vector<ShardPtr> shards_;  // by index; written once by the workers
   // Created by Start, never resized afterwards (SubmitToNode reads it
   // concurrently with Close).
@@ -564,6 +563,7 @@ absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
   NumaticOptions numatic_options;
   numatic_options.simulate_nodes =
       options.simulate_topology ? options.node_count : 0;
+  numatic_options.simulated_node_ids = options.simulated_node_ids;
   numatic_options.remote_access_delay_ns = options.simulated_remote_delay_ns;
   absl::StatusOr<std::unique_ptr<Numatic>> numatic =
       Numatic::Create(numatic_options);

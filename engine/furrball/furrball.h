@@ -24,6 +24,7 @@
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
 #include "engine/furrball/memory_plan.h"
+#include "engine/furrball/node_router.h"
 #include "engine/furrball/options.h"
 #include "engine/furrball/stats.h"
 
@@ -83,10 +84,14 @@ class FurrBall {
 
   // The keyed hash that identifies `key` in this cache.
   virtual HashPair Hash(std::string_view key) const = 0;
-  // The node that owns (hash routing) or would receive (other routings) the
-  // key; -1 when the key's node is not a function of its hash.
+  // The id of the node that owns the key under hash routing; -1 when the
+  // key's node is not a function of its hash (other routings).
   virtual int OwnerOf(const HashPair& h) const = 0;
-  virtual int node_count() const = 0;
+  // The nodes served: their ids, their indexes, and keys' home nodes
+  // (node_router.h). A per-node array of the caller's is indexed by index;
+  // SubmitToNode and the statistics speak ids.
+  virtual const NodeRouter& router() const = 0;
+  int node_count() const { return router().count(); }
   virtual const FurrBallOptions& options() const = 0;
   // How the budget was divided on each node (memory_plan.h).
   virtual const MemoryPlan& memory_plan() const = 0;

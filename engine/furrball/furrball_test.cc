@@ -85,6 +85,8 @@ TEST(OptionsTest, EveryBadFieldIsNamed) {
       {"maintenance_interval",
        [](FurrBallOptions& o) { o.maintenance_interval = std::chrono::milliseconds(0); }},
       {"job_queue_capacity", [](FurrBallOptions& o) { o.job_queue_capacity = 0; }},
+      {"simulated_node_ids",
+       [](FurrBallOptions& o) { o.simulated_node_ids = {1}; }},
   };
   for (const Case& c : cases) {
     FurrBallOptions o;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <absl/status/status.h>
 
@@ -51,6 +52,10 @@ struct FurrBallOptions {
   // into N virtual nodes, so multi-node paths run on a one-node machine.
   int node_count = 0;
   bool simulate_topology = false;
+  // With simulate_topology: the virtual nodes' ids, ascending, node_count of
+  // them (empty: 0..node_count-1). {1} runs the cache as a process pinned to
+  // node 1 of a two-node machine would: one node, whose id is not its index.
+  std::vector<int> simulated_node_ids;
   // Busy-wait injected on every simulated remote access (report §5.1).
   uint32_t simulated_remote_delay_ns = 0;
 

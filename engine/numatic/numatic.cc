@@ -233,7 +233,8 @@ absl::StatusOr<std::unique_ptr<Numatic>> Numatic::Create(
       options.simulate_nodes == 0
           ? Topology::Discover()
           : Topology::Simulate(SimulationOptions{
-                options.simulate_nodes, options.simulated_remote_distance});
+                options.simulate_nodes, options.simulated_remote_distance,
+                options.simulated_node_ids});
   if (!topology.ok()) return topology.status();
   return std::make_unique<Numatic>(*std::move(topology),
                                    options.remote_access_delay_ns);

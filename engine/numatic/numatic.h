@@ -75,6 +75,9 @@ struct NumaticOptions {
   int simulate_nodes = 0;
   // Distance between different virtual nodes when simulating.
   int simulated_remote_distance = kDefaultRemoteDistance;
+  // The virtual nodes' ids when simulating (SimulationOptions::ids); empty:
+  // 0..simulate_nodes-1.
+  std::vector<int> simulated_node_ids;
   // Busy-wait that SimulateRemoteAccess injects between different nodes, in
   // nanoseconds (the report's SIMULATE_NUMA_LATENCY_NS, §5.1: ~70 for Intel
   // cross-socket, ~50 for AMD Milan). 0 disables it. It applies to real

@@ -17,6 +17,7 @@
 #include <absl/strings/ascii.h>
 #include <absl/strings/match.h>
 #include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
 #include <absl/strings/str_split.h>
 #include <absl/synchronization/mutex.h>
 
@@ -291,6 +292,20 @@ absl::StatusOr<Topology> Topology::Simulate(const SimulationOptions& options) {
         absl::StrCat("simulated remote distance ", options.remote_distance,
                      " must be in ", kLocalDistance + 1, "..255"));
   }
+  if (!options.ids.empty()) {
+    bool ascending = true;
+    for (size_t i = 0; i < options.ids.size(); ++i) {
+      ascending &= options.ids[i] >= 0 && options.ids[i] < kMaxSimulatedNodes &&
+                   (i == 0 || options.ids[i - 1] < options.ids[i]);
+    }
+    if (static_cast<int>(options.ids.size()) != options.nodes || !ascending) {
+      return ErrorStatus(
+          Error::kInvalidTopology,
+          absl::StrCat("simulated node ids ", absl::StrJoin(options.ids, ","),
+                       " must be ", options.nodes,
+                       " ascending ids below ", kMaxSimulatedNodes));
+    }
+  }
   // Start from the real topology so that the CPUs and memory shared out are
   // exactly the ones this process may use.
   absl::StatusOr<Topology> real = Discover();
@@ -313,7 +328,7 @@ absl::StatusOr<Topology> Topology::Simulate(const SimulationOptions& options) {
   const size_t node_count = static_cast<size_t>(options.nodes);
   for (size_t k = 0; k < node_count; ++k) {
     NodeInfo node;
-    node.id = static_cast<int>(k);
+    node.id = options.ids.empty() ? static_cast<int>(k) : options.ids[k];
     if (cpu_count >= node_count) {
       // Contiguous slices whose sizes differ by at most one CPU.
       for (size_t c = k * cpu_count / node_count;

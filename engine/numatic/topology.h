@@ -21,7 +21,8 @@
 // numa_unavailable_reason() says why.
 //
 // A simulated topology splits the allowed CPUs into N virtual nodes so that
-// every multi-node path can run on a one-node machine:
+// every multi-node path can run on a one-node machine (ids 0..N-1 unless
+// chosen, SimulationOptions::ids):
 //   * with at least N CPUs, node k gets the k-th contiguous slice of them;
 //   * with fewer CPUs than nodes, node k gets CPU (k mod CPUs): nodes share
 //     CPUs round-robin (a 2-core machine still has 8 virtual nodes);
@@ -53,7 +54,7 @@ inline constexpr int kDefaultRemoteDistance = 21;
 inline constexpr int kMaxSimulatedNodes = 64;
 
 struct NodeInfo {
-  int id = 0;               // kernel node id (real) or 0..N-1 (simulated)
+  int id = 0;               // kernel node id (real), or as simulated
   std::vector<int> cpus;    // allowed CPUs of this node, ascending
   std::vector<int> distances;  // distances[i]: distance to Topology::nodes()[i]
   uint64_t memory_bytes = 0;   // node memory (simulated: an equal share)
@@ -72,6 +73,11 @@ struct SimulationOptions {
   // Distance between two different virtual nodes; must exceed
   // kLocalDistance and fit the SLIT byte (255).
   int remote_distance = kDefaultRemoteDistance;
+  // The virtual nodes' ids, ascending and below kMaxSimulatedNodes; their
+  // count must be `nodes`. Empty: 0..nodes-1. Ids need not start at 0, as
+  // on a real machine where a process is confined to some of its nodes:
+  // {1} is what a pod pinned to node 1 of a two-node host sees.
+  std::vector<int> ids;
 };
 
 // What the kernel says about the process's placement, read from /proc and

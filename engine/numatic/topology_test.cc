@@ -139,6 +139,24 @@ TEST(TopologyTest, SimulatesOneTwoFourAndEightNodes) {
   }
 }
 
+// Chosen ids, as a process confined to some nodes of a machine sees them:
+// node 1 alone, or nodes 1 and 3.
+TEST(TopologyTest, SimulatesChosenNodeIds) {
+  absl::StatusOr<Topology> one = Topology::Simulate({1, 21, {1}});
+  ASSERT_TRUE(one.ok()) << one.status();
+  ExpectWellFormed(*one);
+  EXPECT_EQ(one->node_ids(), std::vector<int>{1});
+  EXPECT_TRUE(one->CheckNode(1).ok());
+  EXPECT_EQ(ErrorOf(one->CheckNode(0)), Error::kNoSuchNode);
+
+  absl::StatusOr<Topology> two = Topology::Simulate({2, 30, {1, 3}});
+  ASSERT_TRUE(two.ok()) << two.status();
+  ExpectWellFormed(*two);
+  EXPECT_EQ(two->node_ids(), (std::vector<int>{1, 3}));
+  EXPECT_EQ(two->Distance(1, 3), 30);
+  EXPECT_EQ(two->Distance(3, 3), kLocalDistance);
+}
+
 TEST(TopologyTest, SimulationUnderOneCpuSharesIt) {
   const int cpu = AllowedCpus().front();
   OnThreadRestrictedTo(cpu, [&] {
@@ -155,7 +173,10 @@ TEST(TopologyTest, RejectsImpossibleSimulations) {
   for (SimulationOptions options :
        {SimulationOptions{0, 21}, SimulationOptions{-1, 21},
         SimulationOptions{kMaxSimulatedNodes + 1, 21},
-        SimulationOptions{2, kLocalDistance}, SimulationOptions{2, 256}}) {
+        SimulationOptions{2, kLocalDistance}, SimulationOptions{2, 256},
+        SimulationOptions{2, 21, {1}}, SimulationOptions{2, 21, {3, 1}},
+        SimulationOptions{1, 21, {-1}},
+        SimulationOptions{1, 21, {kMaxSimulatedNodes}}}) {
     absl::StatusOr<Topology> topology = Topology::Simulate(options);
     ASSERT_FALSE(topology.ok());
     EXPECT_EQ(ErrorOf(topology.status()), Error::kInvalidTopology)
