@@ -88,7 +88,8 @@ ABSL_FLAG(std::string, dispatch, "direct",
           "here (docs/service_bench.md); try nodejob on multi-socket hosts.");
 ABSL_FLAG(uint64_t, queue_depth, 4096,
           "Ops waiting per node before RPCs fail with RESOURCE_EXHAUSTED.");
-ABSL_FLAG(uint64_t, max_batch, 64, "Ops a node worker takes per batch.");
+ABSL_FLAG(uint64_t, max_batch, 64,
+          "Ops a node worker takes per batch (1 to 65536).");
 ABSL_FLAG(bool, write_compaction, true,
           "Merge same-key unconditional Sets inside a batch.");
 ABSL_FLAG(uint64_t, max_message_bytes, 16 << 20,
@@ -154,12 +155,32 @@ bool ApplyEnvironment(std::string* error) {
   return true;
 }
 
+// `value` << `shift` (a flag in MiB or KiB, in bytes), or why it does not
+// fit 64 bits: shifted out, it would wrap to a small or zero size.
+absl::StatusOr<uint64_t> Bytes(const char* flag, uint64_t value, int shift) {
+  if (value > (UINT64_MAX >> shift)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", value, ": more than 2^64 bytes"));
+  }
+  return value << shift;
+}
+
+// A batch is scratch that each node's dispatcher allocates at start-up, and
+// indexed by int: far beyond any useful batch, 2^16 keeps it small.
+constexpr uint64_t kMaxBatch = 65536;
+
 absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions o;
   o.listen_address = absl::GetFlag(FLAGS_listen_address);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  o.engine.memory_budget_bytes = absl::GetFlag(FLAGS_memory_mb) << 20;
-  o.engine.page_size_bytes = absl::GetFlag(FLAGS_page_kb) << 10;
+  const absl::StatusOr<uint64_t> memory =
+      Bytes("memory_mb", absl::GetFlag(FLAGS_memory_mb), 20);
+  if (!memory.ok()) return memory.status();
+  o.engine.memory_budget_bytes = *memory;
+  const absl::StatusOr<uint64_t> page =
+      Bytes("page_kb", absl::GetFlag(FLAGS_page_kb), 10);
+  if (!page.ok()) return page.status();
+  o.engine.page_size_bytes = *page;
   const uint64_t item_bytes = absl::GetFlag(FLAGS_expected_item_bytes);
   if (item_bytes < 16) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -167,6 +188,11 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   }
   o.engine.expected_entry_bytes = item_bytes;
   const int simulate = absl::GetFlag(FLAGS_simulate_nodes);
+  if (simulate < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--simulate_nodes=", simulate, ": must be 0 (the real topology) or "
+        "a node count"));
+  }
   o.engine.simulate_topology = simulate > 0;
   o.engine.node_count = simulate > 0 ? simulate : absl::GetFlag(FLAGS_nodes);
   o.engine.simulated_remote_delay_ns =
@@ -190,8 +216,10 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
     if (o.engine.spill_dir.empty()) {
       return absl::InvalidArgumentError("--spill needs a --data_dir");
     }
-    o.engine.spill_disk_budget_bytes = absl::GetFlag(FLAGS_spill_disk_mb)
-                                       << 20;
+    const absl::StatusOr<uint64_t> disk =
+        Bytes("spill_disk_mb", absl::GetFlag(FLAGS_spill_disk_mb), 20);
+    if (!disk.ok()) return disk.status();
+    o.engine.spill_disk_budget_bytes = *disk;
     o.engine.warm_restart = absl::GetFlag(FLAGS_warm_restart);
     o.engine.spill_cold_pages = absl::GetFlag(FLAGS_spill_cold_pages);
   }
@@ -216,6 +244,11 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   if (o.dispatch.max_batch == 0 || o.dispatch.queue_capacity == 0) {
     return absl::InvalidArgumentError(
         "--max_batch and --queue_depth must be at least 1");
+  }
+  if (o.dispatch.max_batch > kMaxBatch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_batch=", o.dispatch.max_batch, ": must be at most ",
+        kMaxBatch));
   }
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   if (o.max_message_bytes < o.engine.max_value_bytes + 1024) {

@@ -98,6 +98,43 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.name);
     });
 
+struct FlagCase {
+  const char* name;
+  std::vector<std::string> flags;
+  const char* reason;  // printed by the refusal
+};
+void PrintTo(const FlagCase& c, std::ostream* os) {
+  *os << absl::StrJoin(c.flags, " ");
+}
+
+class BadFlagTest : public ::testing::TestWithParam<FlagCase> {};
+
+// Flags that used to crash (std::bad_alloc for a huge batch), start as if
+// nothing were wrong (a negative node count), or wrap to a size that the
+// engine then refused for the wrong reason (a budget or page of 0 bytes).
+TEST_P(BadFlagTest, ExitsNonZeroNamingTheFlag) {
+  const std::string output = MustRefuse(Flags(TestDir(), GetParam().flags));
+  EXPECT_NE(output.find(GetParam().reason), std::string::npos) << output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, BadFlagTest,
+    ::testing::Values(
+        FlagCase{"HugeBatch", {"--max_batch=100000000000"},
+                 "--max_batch=100000000000: must be at most 65536"},
+        FlagCase{"NegativeSimulatedNodes", {"--simulate_nodes=-1"},
+                 "--simulate_nodes=-1"},
+        FlagCase{"BudgetPast64Bits", {"--memory_mb=17592186044416"},
+                 "--memory_mb=17592186044416: more than 2^64 bytes"},
+        FlagCase{"PagePast64Bits", {"--page_kb=18014398509481984"},
+                 "--page_kb=18014398509481984: more than 2^64 bytes"},
+        FlagCase{"DiskPast64Bits",
+                 {"--spill", "--spill_disk_mb=17592186044416"},
+                 "--spill_disk_mb=17592186044416: more than 2^64 bytes"}),
+    [](const ::testing::TestParamInfo<FlagCase>& info) {
+      return std::string(info.param.name);
+    });
+
 // The control: a small budget that fits starts and stops cleanly.
 TEST(StartupTest, ASmallBudgetThatFitsStartsWithSpill) {
   ServerProcess server(server_binary,
