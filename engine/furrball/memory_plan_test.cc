@@ -1,10 +1,12 @@
 #include "engine/furrball/memory_plan.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
 #include <gtest/gtest.h>
 
+#include "engine/arc/arc_flat_list.h"
 #include "engine/furrball/furrball.h"
 #include "engine/numatic/error_status.h"
 #include "engine/numatic/numatic.h"
@@ -65,6 +67,21 @@ TEST(MemoryPlanTest, KeySlotsFollowTheExpectedEntrySize) {
   for (const MemoryPlan* p : {&*a, &*b}) {
     EXPECT_GT(p->value_bytes(), p->total_bytes() / 4) << p->Summary();
   }
+}
+
+// A node whose share would derive more key slots than 32 bits (or ARC)
+// can index gets the largest table there is, never a count cast down to a
+// small one (issue 15: the derived capacity was cast to 32 bits unchecked;
+// 2^32 + 2^20 slots became 2^20). A pure planning check: nothing is mapped.
+TEST(MemoryPlanTest, ADerivedKeyTableIsCappedNotTruncated) {
+  FurrBallOptions o = Options(uint64_t{1} << 26, 1);  // 64 TiB on one node
+  o.expected_entry_bytes = 16;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->max_keys, std::min<uint64_t>(ArcFlatLists<>::kMaxCapacity,
+                                               UINT32_MAX / 2))
+      << plan->Summary();
+  EXPECT_LE(plan->total_bytes(), o.memory_budget_bytes);
 }
 
 TEST(MemoryPlanTest, PageSizeFollowsSmallBudgetsUnlessValuesNeedBigPages) {
