@@ -96,7 +96,9 @@ void BM_RequestPath(benchmark::State& state) {
     if (with_stats) call.start = RequestStats::Clock::now();
     call.op = CacheOp{};
     call.op.kind = service::OpKind::kGet;
-    call.op.hash = f.engine->Hash(f.keys[i++ & (kKeys - 1)]);
+    const std::string& key = f.keys[i++ & (kKeys - 1)];
+    call.op.hash = f.engine->Hash(key);
+    call.op.key = key;
     call.op.value_out = &call.value;
     call.op.on_done = with_stats ? &DoneWithStats : &DoneWithoutStats;
     call.op.done_context = &call;

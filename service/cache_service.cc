@@ -236,6 +236,7 @@ grpc::ServerUnaryReactor* CacheService::Get(grpc::CallbackServerContext* ctx,
   call->fill = &FillGet;
   call->op.kind = OpKind::kGet;
   call->op.hash = engine_->Hash(request->key());
+  call->op.key = request->key();
   call->op.value_out = response->mutable_value();
   return RunUnary(this, ctx, std::move(call));
 }
@@ -265,6 +266,7 @@ grpc::ServerUnaryReactor* CacheService::Set(grpc::CallbackServerContext* ctx,
     r->set_version(op.set.version);
   };
   call->op.hash = engine_->Hash(request->key());
+  call->op.key = request->key();
   return RunUnary(this, ctx, std::move(call));
 }
 
@@ -294,6 +296,7 @@ grpc::ServerUnaryReactor* CacheService::Delete(
   };
   call->op.kind = OpKind::kDelete;
   call->op.hash = engine_->Hash(request->key());
+  call->op.key = request->key();
   return RunUnary(this, ctx, std::move(call));
 }
 
@@ -324,6 +327,7 @@ grpc::ServerUnaryReactor* CacheService::Touch(grpc::CallbackServerContext* ctx,
   call->op.kind = OpKind::kTouch;
   call->op.ttl_ms = request->ttl_ms();
   call->op.hash = engine_->Hash(request->key());
+  call->op.key = request->key();
   return RunUnary(this, ctx, std::move(call));
 }
 
@@ -446,6 +450,7 @@ grpc::ServerUnaryReactor* CacheService::MultiGet(
     CacheOp& op = call->ops[i];
     op.kind = OpKind::kGet;
     op.hash = engine_->Hash(key);
+    op.key = key;
     op.value_out = slot->mutable_value();
     op.deadline = deadline;
     op.on_done = &MultiCall::Done;
@@ -496,6 +501,7 @@ grpc::ServerUnaryReactor* CacheService::MultiSet(
     }
     valid[i] = true;
     op.hash = engine_->Hash(item.key());
+    op.key = item.key();
     op.deadline = deadline;
     op.on_done = &MultiCall::Done;
     op.done_context = call;
@@ -695,6 +701,7 @@ class PipelineReactor final
     }
     if (Status s = ValidateKey(key, "Pipeline", limits); !s.ok()) return s;
     op.hash = service_->engine()->Hash(std::string_view(key.data(), key.size()));
+    op.key = std::string_view(key.data(), key.size());
     return Status::OK;
   }
 

@@ -273,7 +273,7 @@ void Dispatcher::ReloadLoop() {
       if (reload_head_ == nullptr) reload_tail_ = nullptr;
       ++reloads_running_;
     }
-    op->get = engine_->Get(op->hash, op->value_out);
+    op->get = engine_->Get(KeyRef{op->hash, op->key}, op->value_out);
     op->error = op->get.error;
     op->on_done(op, op->done_context);  // may delete the op
     MutexLock lock(&reload_mu_);
@@ -288,12 +288,14 @@ void Dispatcher::Execute(CacheOp& op) {
     case OpKind::kGet:
       // Without reload threads (direct mode, or no spill tier) a Get may
       // read the disk where it runs.
-      op.get = reload_threads_.empty() ? engine_->Get(op.hash, op.value_out)
-                                       : engine_->GetFromMemory(op.hash, op.value_out);
+      op.get = reload_threads_.empty()
+                   ? engine_->Get(KeyRef{op.hash, op.key}, op.value_out)
+                   : engine_->GetFromMemory(KeyRef{op.hash, op.key},
+                                            op.value_out);
       op.error = op.get.error;
       break;
     case OpKind::kSet:
-      op.set = engine_->Set(op.hash, op.value, op.write);
+      op.set = engine_->Set(KeyRef{op.hash, op.key}, op.value, op.write);
       op.error = op.set.error;
       break;
     case OpKind::kDelete:

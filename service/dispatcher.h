@@ -72,6 +72,8 @@ struct CacheOp {
 
   OpKind kind = OpKind::kGet;
   HashPair hash;
+  std::string_view key;               // kGet, kSet (hash is its hash); must
+                                      // outlive the op
   std::string_view value;             // kSet; must outlive the op
   WriteOptions write;                 // kSet
   uint64_t ttl_ms = 0;                // kTouch

@@ -67,6 +67,7 @@ class DispatcherTest : public ::testing::Test {
 
   struct Recorded {
     CacheOp op;
+    std::string key;  // op.key points here
     std::string value;
     std::string out;
     bool done = false;
@@ -81,7 +82,9 @@ class DispatcherTest : public ::testing::Test {
     auto r = std::make_unique<Recorded>();
     r->value = value;
     r->op.kind = OpKind::kSet;
+    r->key = key;
     r->op.hash = engine_->Hash(key);
+    r->op.key = r->key;
     r->op.value = r->value;
     r->op.on_done = &MarkDone;
     r->op.done_context = r.get();
@@ -91,7 +94,9 @@ class DispatcherTest : public ::testing::Test {
   std::unique_ptr<Recorded> MakeGet(const std::string& key) {
     auto r = std::make_unique<Recorded>();
     r->op.kind = OpKind::kGet;
+    r->key = key;
     r->op.hash = engine_->Hash(key);
+    r->op.key = r->key;
     r->op.value_out = &r->out;
     r->op.on_done = &MarkDone;
     r->op.done_context = r.get();
@@ -125,7 +130,7 @@ TEST_F(DispatcherTest, WriteCompactionMergesARunAndReservesVersions) {
   EXPECT_EQ(StatsOf(d, node).merged_writes, 2u);
 
   std::string value;
-  GetResult got = engine_->Get(engine_->Hash("hot"), &value);
+  GetResult got = engine_->Get(engine_->Ref("hot"), &value);
   ASSERT_TRUE(got.found);
   EXPECT_EQ(value, "c");
   EXPECT_EQ(got.version, c->op.set.version);
@@ -133,7 +138,7 @@ TEST_F(DispatcherTest, WriteCompactionMergesARunAndReservesVersions) {
   WriteOptions cas;
   cas.mode = SetMode::kIfVersion;
   cas.expected_version = b->op.set.version;
-  EXPECT_EQ(engine_->Set(engine_->Hash("hot"), "x", cas).error,
+  EXPECT_EQ(engine_->Set(engine_->Ref("hot"), "x", cas).error,
             Error::kVersionMismatch);
 }
 
@@ -207,7 +212,7 @@ TEST_F(DispatcherTest, ExpiredOpsAreNotExecuted) {
   ASSERT_TRUE(late->done);
   EXPECT_TRUE(late->op.deadline_exceeded);
   std::string value;
-  EXPECT_FALSE(engine_->Get(engine_->Hash("late"), &value).found);
+  EXPECT_FALSE(engine_->Get(engine_->Ref("late"), &value).found);
   EXPECT_EQ(StatsOf(d, node).deadline_expired, 1u);
 }
 

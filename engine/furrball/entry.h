@@ -12,7 +12,18 @@
 //   word 0   H1 of the key's HashPair
 //   word 1   H2
 //   word 2   value size (low 32 bits) | capacity (high 32 bits)
-//   word 3.. the value bytes, zero-padded to a multiple of 8
+//   word 3.. the payload, zero-padded to a multiple of 8
+//
+// The payload is the key and its value (issue 13, goal 5):
+//
+//   u16 key size | key bytes | value bytes
+//
+// The table identifies a key by its 128-bit keyed hash only; the key itself
+// is kept here, beside the value, so that a Get compares it with the key it
+// was asked for and a hash collision (found by chance or by someone who
+// knows the secret) is a miss, never another key's value. Everything that
+// moves entries (relocation, drain, spill, reload, warm restart) treats the
+// payload as opaque bytes; KeyMeta::size is the payload's size.
 //
 // capacity is the entry's footprint in bytes (header + value + padding), a
 // multiple of 8, so an entry at offset o is followed by one at o + capacity.
@@ -36,6 +47,7 @@
 #ifndef FURRBALLS_ENGINE_FURRBALL_ENTRY_H_
 #define FURRBALLS_ENGINE_FURRBALL_ENTRY_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -55,7 +67,16 @@ static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
                   std::atomic<uint64_t>::is_always_lock_free,
               "page words are accessed through atomic_ref<uint64_t>");
 
-// The footprint of an entry holding `value_size` bytes.
+// The bytes in front of the key in a payload: its size.
+inline constexpr uint32_t kPayloadKeySizeBytes = 2;
+inline constexpr size_t kMaxPayloadKeyBytes = UINT16_MAX;
+
+// The payload size of `key` with `value`.
+constexpr uint64_t PayloadSize(uint64_t key_size, uint64_t value_size) {
+  return kPayloadKeySizeBytes + key_size + value_size;
+}
+
+// The footprint of an entry holding `value_size` payload bytes.
 constexpr uint64_t EntryFootprint(uint64_t value_size) {
   return (kEntryHeaderBytes + value_size + kEntryAlignment - 1) &
          ~uint64_t{kEntryAlignment - 1};
@@ -113,6 +134,86 @@ inline void WriteValueWords(uint8_t* entry, std::string_view value) {
   }
 }
 
+// Writes the payload of `key` and `value` into the entry's value area
+// (word stores, the last word zero-padded). REQUIRES: key.size() <=
+// kMaxPayloadKeyBytes; EntryFootprint(PayloadSize(...)) <= the capacity.
+inline void WritePayloadWords(uint8_t* entry, std::string_view key,
+                              std::string_view value) {
+  uint8_t* dst = entry + kEntryHeaderBytes;
+  uint64_t word = 0;
+  size_t filled = 0;  // bytes of `word` in use
+  auto put = [&](const char* src, size_t n) {
+    while (n > 0) {
+      const size_t take = std::min(n, size_t{8} - filled);
+      std::memcpy(reinterpret_cast<char*>(&word) + filled, src, take);
+      filled += take;
+      src += take;
+      n -= take;
+      if (filled == 8) {
+        StoreWord(dst, word);
+        dst += 8;
+        word = 0;
+        filled = 0;
+      }
+    }
+  };
+  const uint16_t key_size = static_cast<uint16_t>(key.size());
+  put(reinterpret_cast<const char*>(&key_size), sizeof(key_size));
+  put(key.data(), key.size());
+  put(value.data(), value.size());
+  if (filled > 0) StoreWord(dst, word);
+}
+
+// Copies `n` payload bytes starting at payload offset `from` into `dst`
+// (word loads; `from` need not be aligned).
+inline void CopyPayloadRange(const uint8_t* entry, size_t from, size_t n,
+                             char* dst) {
+  const uint8_t* base = entry + kEntryHeaderBytes;
+  while (n > 0) {
+    const size_t word_start = from & ~size_t{7};
+    const size_t skip = from - word_start;
+    const size_t take = std::min(n, size_t{8} - skip);
+    const uint64_t w = LoadWord(base + word_start);
+    std::memcpy(dst, reinterpret_cast<const char*>(&w) + skip, take);
+    dst += take;
+    from += take;
+    n -= take;
+  }
+}
+
+// Whether the payload of `payload_size` bytes at `entry` holds `key`. The
+// answer is only meaningful if the caller's protocol then confirms that the
+// entry did not change while it was read (node_shard.h, the Get protocol).
+inline bool PayloadKeyEquals(const uint8_t* entry, uint32_t payload_size,
+                             std::string_view key) {
+  if (payload_size < PayloadSize(key.size(), 0)) return false;
+  uint16_t key_size = 0;
+  CopyPayloadRange(entry, 0, sizeof(key_size),
+                   reinterpret_cast<char*>(&key_size));
+  if (key_size != key.size()) return false;
+  char chunk[64];
+  for (size_t done = 0; done < key.size();) {
+    const size_t n = std::min(sizeof(chunk), key.size() - done);
+    CopyPayloadRange(entry, kPayloadKeySizeBytes + done, n, chunk);
+    if (std::memcmp(chunk, key.data() + done, n) != 0) return false;
+    done += n;
+  }
+  return true;
+}
+
+// Splits a payload held in memory (a spilled page's copy) into its key and
+// value; false if it is too short to be one.
+inline bool SplitPayload(std::string_view payload, std::string_view* key,
+                         std::string_view* value) {
+  uint16_t key_size = 0;
+  if (payload.size() < kPayloadKeySizeBytes) return false;
+  std::memcpy(&key_size, payload.data(), sizeof(key_size));
+  if (payload.size() < PayloadSize(key_size, 0)) return false;
+  *key = payload.substr(kPayloadKeySizeBytes, key_size);
+  *value = payload.substr(PayloadSize(key_size, 0));
+  return true;
+}
+
 // Writes a whole entry: value first, then the header.
 inline void WriteEntry(uint8_t* entry, const HashPair& hash,
                        std::string_view value, uint32_t capacity) {
@@ -120,6 +221,19 @@ inline void WriteEntry(uint8_t* entry, const HashPair& hash,
   StoreWord(entry, hash.h1);
   StoreWord(entry + 8, hash.h2);
   WriteSizeWord(entry, static_cast<uint32_t>(value.size()), capacity);
+}
+
+// Writes a whole entry holding the payload of `key` and `value`: payload
+// first, then the header.
+inline void WriteKeyedEntry(uint8_t* entry, const HashPair& hash,
+                            std::string_view key, std::string_view value,
+                            uint32_t capacity) {
+  WritePayloadWords(entry, key, value);
+  StoreWord(entry, hash.h1);
+  StoreWord(entry + 8, hash.h2);
+  WriteSizeWord(entry,
+                static_cast<uint32_t>(PayloadSize(key.size(), value.size())),
+                capacity);
 }
 
 // Writes a header for a reservation that will never hold a published value

@@ -139,15 +139,21 @@ absl::Status ValidateOptions(const FurrBallOptions& o) {
                ": must be 0 (automatic) or a power of two in [", kMinPageSize,
                ", ", kMaxPageSize, "]");
   }
-  if (o.max_key_bytes == 0) return bad("max_key_bytes must be > 0");
+  if (o.max_key_bytes == 0 ||
+      o.max_key_bytes > furrball_internal::kMaxPayloadKeyBytes) {
+    return bad("max_key_bytes = ", o.max_key_bytes, ": must be in [1, ",
+               furrball_internal::kMaxPayloadKeyBytes, "]");
+  }
   const size_t page_limit =
       o.page_size_bytes != 0 ? o.page_size_bytes : kMaxPageSize;
   if (o.max_value_bytes > UINT32_MAX ||
-      EntryFootprint(o.max_value_bytes) > page_limit) {
+      EntryFootprint(furrball_internal::PayloadSize(
+          o.max_key_bytes, o.max_value_bytes)) > page_limit) {
     return bad("max_value_bytes = ", o.max_value_bytes,
                " does not fit a page of ", page_limit, " bytes with its ",
                furrball_internal::kEntryHeaderBytes,
-               "-byte entry header; raise page_size_bytes");
+               "-byte entry header and a key of max_key_bytes = ",
+               o.max_key_bytes, "; raise page_size_bytes");
   }
   if (o.node_count < 0 || o.node_count > kMaxSimulatedNodes) {
     return bad("node_count = ", o.node_count, ": must be in [0, ",
@@ -194,14 +200,14 @@ Error FurrBall::ValidateValue(std::string_view value) const {
 GetResult FurrBall::Get(std::string_view key, std::string* value) {
   const Error err = ValidateKey(key);
   if (err != Error::kOk) return GetResult{err};
-  return Get(Hash(key), value);
+  return Get(Ref(key), value);
 }
 
 SetResult FurrBall::Set(std::string_view key, std::string_view value,
                         const WriteOptions& options) {
   const Error err = ValidateKey(key);
   if (err != Error::kOk) return SetResult{err};
-  return Set(Hash(key), value, options);
+  return Set(Ref(key), value, options);
 }
 
 DeleteResult FurrBall::Delete(std::string_view key) {
@@ -388,11 +394,13 @@ class FurrBallImpl final : public FurrBall {
     return numatic_->topology().Summary();
   }
 
-  GetResult Get(const HashPair& h, std::string* value) override {
+  GetResult Get(const KeyRef& key, std::string* value) override {
+    const HashPair& h = key.hash;
     const int requester = numatic_->GetCurrentNode();
     SpinLock& key_lock = KeyLockFor(h);
     if (options_.routing == RoutingPolicy::kHash) {
-      return shards_[HomeIndex(h)]->Get(h, value, requester, key_lock);
+      return shards_[HomeIndex(h)]->Get(h, key.key, value, requester,
+                                        key_lock);
     }
     // The owner is unknown: search the shards, the requester's node first
     // (report §2.3). At most one shard holds a key (writers search before
@@ -401,7 +409,7 @@ class FurrBallImpl final : public FurrBall {
     const int n = node_count();
     for (int k = 0; k < n; ++k) {
       NodeShard& shard = *shards_[(first + k) % n];
-      GetResult r = shard.Get(h, value, requester, key_lock,
+      GetResult r = shard.Get(h, key.key, value, requester, key_lock,
                               /*count_miss=*/false);
       if (r.found) return r;
     }
@@ -409,17 +417,20 @@ class FurrBallImpl final : public FurrBall {
     return GetResult{};
   }
 
-  GetResult GetFromMemory(const HashPair& h, std::string* value) override {
+  GetResult GetFromMemory(const KeyRef& key, std::string* value) override {
     // The spill tier needs hash routing (docs/spill.md); other routings
     // never read the disk.
-    if (options_.routing != RoutingPolicy::kHash) return Get(h, value);
-    return shards_[HomeIndex(h)]->Get(h, value, numatic_->GetCurrentNode(),
+    if (options_.routing != RoutingPolicy::kHash) return Get(key, value);
+    const HashPair& h = key.hash;
+    return shards_[HomeIndex(h)]->Get(h, key.key, value,
+                                      numatic_->GetCurrentNode(),
                                       KeyLockFor(h), /*count_miss=*/true,
                                       /*read_disk=*/false);
   }
 
-  SetResult Set(const HashPair& h, std::string_view value,
+  SetResult Set(const KeyRef& key, std::string_view value,
                 const WriteOptions& options) override {
+    const HashPair& h = key.hash;
     if (ValidateValue(value) != Error::kOk) {
       return SetResult{Error::kValueTooLarge, 0};
     }
@@ -429,7 +440,7 @@ class FurrBallImpl final : public FurrBall {
       SpinLockHolder l(KeyLockFor(h));
       shard = shards_[WriteTarget(h)].get();
       numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard->node());
-      r = shard->Set(h, value, options);
+      r = shard->Set(h, key.key, value, options);
     }
     // An insert into a full key table evicts to the spill batch; the writer
     // writes it out once it is a page long, holding no lock (docs/spill.md).

@@ -72,6 +72,14 @@ struct DeleteResult {
   bool deleted = false;  // true if a live entry was removed
 };
 
+// A key and its keyed hash (FurrBall::Hash), computed once: the engine
+// routes and indexes by the hash and stores the key beside the value, so
+// that a Get compares it (entry.h). `key` must outlive the call.
+struct KeyRef {
+  HashPair hash;
+  std::string_view key;
+};
+
 class FurrBall {
  public:
   // Allocates every node's pages and tables (all-or-nothing, in parallel on
@@ -99,15 +107,23 @@ class FurrBall {
   // (Topology::Summary).
   virtual std::string TopologySummary() const = 0;
 
-  // Copies the value into *value (resized to fit).
-  virtual GetResult Get(const HashPair& h, std::string* value) = 0;
+  // `key` with its hash, for the KeyRef overloads (the key is not
+  // validated; the string overloads below do that).
+  KeyRef Ref(std::string_view key) const { return KeyRef{Hash(key), key}; }
+
+  // Copies the value into *value (resized to fit). A hit is always the key
+  // asked for: the key is stored with its value and compared.
+  virtual GetResult Get(const KeyRef& key, std::string* value) = 0;
   // Get without disk reads, for a thread that must not block (a NodeJob
   // worker): a key whose only copy is in the spill tier is not found and
   // comes back with on_disk set, and is counted neither as a hit nor as a
   // miss; the caller finishes it with Get on a thread that may block.
-  virtual GetResult GetFromMemory(const HashPair& h, std::string* value) = 0;
-  virtual SetResult Set(const HashPair& h, std::string_view value,
+  virtual GetResult GetFromMemory(const KeyRef& key, std::string* value) = 0;
+  virtual SetResult Set(const KeyRef& key, std::string_view value,
                         const WriteOptions& options = {}) = 0;
+  // Delete and Touch act on the entry with the key's hash (an entry of a
+  // colliding key would be the one removed or touched, as any eviction
+  // could remove it; no value is ever returned for the wrong key).
   virtual DeleteResult Delete(const HashPair& h) = 0;
   // Resets the TTL of a live entry; kKeyNotFound if there is none.
   virtual Error Touch(const HashPair& h, uint64_t ttl_ms) = 0;

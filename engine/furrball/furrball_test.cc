@@ -248,7 +248,7 @@ TEST(FurrBallTest, DefaultLimitsAcceptTheirMaximaAndRejectOneMore) {
   // Over-size values are rejected whole, never truncated, and leave the old
   // value in place.
   EXPECT_EQ(ball->Set(key250, mib1).error, Error::kValueTooLarge);
-  EXPECT_EQ(ball->Set(ball->Hash(key250), mib1).error,
+  EXPECT_EQ(ball->Set(ball->Ref(key250), mib1).error,
             Error::kValueTooLarge);
   ASSERT_TRUE(ball->Get(key250, &v).found);
   EXPECT_EQ(v.size(), mib.size());
@@ -392,7 +392,9 @@ TEST(FurrBallTest, ExpiredKeysAreCountedOnceAndLeaveTheLiveCounts) {
   EXPECT_EQ(s.misses, 6u);
   EXPECT_EQ(s.ttl_expirations, 3u) << "each expired key counted once";
   EXPECT_EQ(s.live_keys, 4u);
-  EXPECT_EQ(s.live_bytes, 7u + 3 * 3u);
+  // Live bytes are payloads: the key (and its 2-byte size) with the value.
+  EXPECT_EQ(s.live_bytes,
+            (2 + 4 + 7u) + (2 + 7 + 3u) + (2 + 8 + 3u) + (2 + 5 + 3u));
 
   EXPECT_FALSE(ball->Delete("deleted").deleted);
   s = Sum(ball->Stats());
@@ -405,7 +407,7 @@ TEST(FurrBallTest, ExpiredKeysAreCountedOnceAndLeaveTheLiveCounts) {
   s = Sum(ball->Stats());
   EXPECT_EQ(s.ttl_expirations, 6u);
   EXPECT_EQ(s.live_keys, 3u) << "two expired keys left, two fresh came in";
-  EXPECT_EQ(s.live_bytes, 7u + 3u + 500u);
+  EXPECT_EQ(s.live_bytes, (2 + 4 + 7u) + (2 + 8 + 3u) + (2 + 5 + 500u));
   EXPECT_EQ(s.sets, 9u);
 }
 
@@ -538,17 +540,58 @@ TEST(FurrBallTest, SubmitToNodeRunsOnThatNodeAndReportsAFullQueue) {
 
 // ---- Routing ------------------------------------------------------------------------
 
+// Issue 13 goal 5: two keys forced onto one hash (KeyRef lets a test pick
+// the hash). The key is stored with its value, so a Get of the other key is
+// a miss, never the stored key's value, whatever path found the entry.
+TEST(FurrBallTest, AHashCollisionIsAMissNeverAnotherKeysValue) {
+  for (RoutingPolicy routing :
+       {RoutingPolicy::kHash, RoutingPolicy::kRoundRobin}) {
+    FurrBallOptions o = SmallOptions(2);
+    o.routing = routing;
+    std::unique_ptr<FurrBall> ball = MustOpen(o);
+    const HashPair h = ball->Hash("alice");
+    const KeyRef alice{h, "alice"};
+    const KeyRef mallory{h, "mallory"};
+    ASSERT_EQ(ball->Set(alice, "alice's secret").error, Error::kOk);
+    std::string v = "untouched";
+    const GetResult miss = ball->Get(mallory, &v);
+    EXPECT_FALSE(miss.found);
+    EXPECT_NE(v, "alice's secret");
+    EXPECT_FALSE(ball->GetFromMemory(mallory, &v).found);
+    ASSERT_TRUE(ball->Get(alice, &v).found);
+    EXPECT_EQ(v, "alice's secret");
+    EXPECT_EQ(Sum(ball->Stats()).misses, 2u);
+
+    // Conditions are about the key: alice's entry is not mallory's.
+    WriteOptions if_version;
+    if_version.mode = SetMode::kIfVersion;
+    if_version.expected_version = ball->Get(alice, &v).version;
+    EXPECT_EQ(ball->Set(mallory, "x", if_version).error, Error::kKeyNotFound);
+    WriteOptions if_absent;
+    if_absent.mode = SetMode::kIfAbsent;
+    EXPECT_EQ(ball->Set(alice, "again", if_absent).error,
+              Error::kAlreadyExists);
+    // Identity is the hash: mallory's write replaces alice's entry, and
+    // then alice misses rather than reading mallory's value.
+    ASSERT_EQ(ball->Set(mallory, "mallory's", if_absent).error, Error::kOk);
+    EXPECT_FALSE(ball->Get(alice, &v).found);
+    ASSERT_TRUE(ball->Get(mallory, &v).found);
+    EXPECT_EQ(v, "mallory's");
+  }
+}
+
 TEST(FurrBallTest, HashRoutingOwnerIsAFunctionOfTheHash) {
   std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions(4));
   std::vector<int> per_node(4);
   for (int i = 0; i < 4000; ++i) {
-    const HashPair h = ball->Hash("key" + std::to_string(i));
+    const std::string key = "key" + std::to_string(i);
+    const HashPair h = ball->Hash(key);
     const int owner = ball->OwnerOf(h);
     ASSERT_GE(owner, 0);
     ASSERT_LT(owner, 4);
     EXPECT_EQ(owner, ball->OwnerOf(h));
     ++per_node[owner];
-    ASSERT_EQ(ball->Set(h, "v").error, Error::kOk);
+    ASSERT_EQ(ball->Set(KeyRef{h, key}, "v").error, Error::kOk);
   }
   const std::vector<NodeStatsSnapshot> stats = ball->Stats();
   for (int n = 0; n < 4; ++n) {
@@ -646,7 +689,7 @@ TEST(FurrBallTest, StatsCountEveryOperation) {
   EXPECT_EQ(s.touches, 1u);
   EXPECT_EQ(s.deletes, 1u);
   EXPECT_EQ(s.live_keys, 1u);
-  EXPECT_EQ(s.live_bytes, 3u);
+  EXPECT_EQ(s.live_bytes, 2 + 1 + 3u) << "a's key and value";
   EXPECT_EQ(s.memory_limit_bytes, ball->memory_plan().value_bytes());
   EXPECT_EQ(s.pages_hot + s.pages_cold + s.pages_empty + s.pages_freeze +
                 s.pages_staging,

@@ -19,6 +19,7 @@ namespace furrballs {
 namespace {
 
 using furrball_internal::EntryFootprint;
+using furrball_internal::PayloadSize;
 using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
 using furrball_internal::PagePool;
@@ -61,9 +62,9 @@ uint64_t SpillBufferBytes(const FurrBallOptions& o, uint64_t share) {
                                   uint64_t{64} << 20);
 }
 
-uint32_t AutoPageSize(uint64_t share, uint64_t max_value_bytes) {
+uint32_t AutoPageSize(uint64_t share, uint64_t max_entry_payload) {
   const uint64_t smallest = std::max<uint64_t>(
-      kMinPageSize, std::bit_ceil(EntryFootprint(max_value_bytes)));
+      kMinPageSize, std::bit_ceil(EntryFootprint(max_entry_payload)));
   uint64_t page = kDefaultPageSize;
   while (page > smallest && share / page < kPagesWanted) page /= 2;
   return static_cast<uint32_t>(std::clamp<uint64_t>(
@@ -112,7 +113,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   const uint64_t share = plan.node_budget_bytes;
   plan.page_size = o.page_size_bytes != 0
                        ? static_cast<uint32_t>(o.page_size_bytes)
-                       : AutoPageSize(share, o.max_value_bytes);
+                       : AutoPageSize(share, PayloadSize(o.max_key_bytes,
+                                                         o.max_value_bytes));
   plan.spill_buffer_bytes = SpillBufferBytes(o, share);
   const uint64_t page_cost = plan.page_size + kPerPageBytes;
   const uint64_t min_pages_bytes = PagePool::kMinPages * page_cost;
@@ -154,7 +156,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
     // The most keys whose metadata and expected entries fit, and that leave
     // the minimum number of pages. KeyBytes grows monotonically.
     const uint64_t entry =
-        EntryFootprint(std::max<uint64_t>(o.expected_entry_bytes, 1));
+        EntryFootprint(PayloadSize(0, std::max<uint64_t>(
+                                         o.expected_entry_bytes, 1)));
     auto fits = [&](uint64_t k) {
       const uint64_t key_bytes = KeyBytes(k);
       return key_bytes + min_pages_bytes <= room &&

@@ -171,12 +171,12 @@ void NodeShard::Destroy(NodeShard* shard) {
 
 // ---- Request path ------------------------------------------------------------
 
-GetResult NodeShard::Get(const HashPair& h, std::string* value,
-                         int requester, SpinLock& key_lock, bool count_miss,
-                         bool read_disk) {
+GetResult NodeShard::Get(const HashPair& h, std::string_view key,
+                         std::string* value, int requester, SpinLock& key_lock,
+                         bool count_miss, bool read_disk) {
   numatic_->SimulateRemoteAccess(requester, config_.node);
   const uint64_t now = NowMs();
-  GetResult result = GetResident(h, value, key_lock, now);
+  GetResult result = GetResident(h, key, value, key_lock, now);
   // Ghost hit (§2.9.6): the key's page is in the spill store. Under memory
   // pressure the reloaded key can be spilled again before we read it (the
   // reload itself makes room); then it is indexed under its new page and we
@@ -193,7 +193,7 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
       // No entry. Another Get may have reloaded the key since we looked in
       // memory: a reload inserts the key before it takes the entry, so look
       // in memory once more rather than miss a key that is being reloaded.
-      result = GetResident(h, value, key_lock, now);
+      result = GetResident(h, key, value, key_lock, now);
       break;
     }
     if (!read_disk) {
@@ -206,9 +206,21 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
     // one it read: the newest acknowledged value at that moment, whether or
     // not memory kept it afterwards.
     result = ReloadPage(spilled.page_id, h, spilled, value);
+    // The blob's copy is a payload: the hit is the key asked for only if
+    // the key stored with it is (entry.h).
+    if (result.found) {
+      std::string_view stored_key, stored_value;
+      if (SplitPayload(*value, &stored_key, &stored_value) &&
+          stored_key == key) {
+        value->erase(0, PayloadSize(key.size(), 0));
+      } else {
+        result = GetResult{};
+        break;
+      }
+    }
     // The reload's inserts may have pushed victims into the batch.
     FlushVictimBatchIfFull();
-    if (!result.found) result = GetResident(h, value, key_lock, now);
+    if (!result.found) result = GetResident(h, key, value, key_lock, now);
     if (result.found) {
       result.reloaded = true;
       stats_.Add(Counter::kGhostHits);
@@ -224,10 +236,12 @@ GetResult NodeShard::Get(const HashPair& h, std::string* value,
   return result;
 }
 
-GetResult NodeShard::GetResident(const HashPair& h, std::string* value,
-                                 SpinLock& key_lock, uint64_t now) {
+GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
+                                 std::string* value, SpinLock& key_lock,
+                                 uint64_t now) {
   GetResult result;
   std::optional<KeyMeta> expired;
+  const uint64_t key_part = PayloadSize(key.size(), 0);
   auto attempt = [&](bool promote) -> bool {  // true: settled
     const std::optional<KeyMeta> m1 = promote ? arc_->Find(h) : arc_->Peek(h);
     if (!m1.has_value() || m1->Expired(now)) {
@@ -235,12 +249,20 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string* value,
       expired = m1;
       return true;
     }
-    value->resize(m1->size);
-    CopyValueOut(pool_.EntryAt(m1->page, m1->offset), m1->size,
-                 value->data());
+    // The key is compared and the value copied between the two KeyMeta
+    // reads, so both answers are about one immutable image (the Get
+    // protocol in node_shard.h).
+    const uint8_t* entry = pool_.EntryAt(m1->page, m1->offset);
+    const bool is_key = PayloadKeyEquals(entry, m1->size, key);
+    if (is_key) {
+      value->resize(m1->size - key_part);
+      CopyPayloadRange(entry, key_part, value->size(), value->data());
+    }
     const std::optional<KeyMeta> m2 = arc_->Peek(h);
     if (!m2.has_value() || !(*m2 == *m1)) return false;
-    result.found = true;
+    // Another key with the same hash: a miss, not its value.
+    result.found = is_key;
+    if (!is_key) return true;
     result.version = m1->version;
     result.ttl_remaining_ms = m1->expiry_ms == 0 ? 0 : m1->expiry_ms - now;
     return true;
@@ -268,22 +290,34 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string* value,
   return result;
 }
 
+std::optional<bool> NodeShard::ResidentKeyIs(const HashPair& h,
+                                             const KeyMeta& m,
+                                             std::string_view key) const {
+  const bool is_key =
+      PayloadKeyEquals(pool_.EntryAt(m.page, m.offset), m.size, key);
+  const std::optional<KeyMeta> again = arc_->Peek(h);
+  if (!again.has_value() || !(*again == m)) return std::nullopt;
+  return is_key;
+}
+
 bool NodeShard::Holds(const HashPair& h) const {
   return arc_->Peek(h).has_value();
 }
 
-SetResult NodeShard::Set(const HashPair& h, std::string_view value,
-                         const WriteOptions& options) {
-  const SetResult r = SetValue(h, value, options);
+SetResult NodeShard::Set(const HashPair& h, std::string_view key,
+                         std::string_view value, const WriteOptions& options) {
+  const SetResult r = SetValue(h, key, value, options);
   if (config_.spill_cold_pages && r.error == Error::kOk) {
     MigrateCooperatively();
   }
   return r;
 }
 
-SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
+SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
+                              std::string_view value,
                               const WriteOptions& options) {
-  const uint32_t size = static_cast<uint32_t>(value.size());
+  const uint32_t size =
+      static_cast<uint32_t>(PayloadSize(key.size(), value.size()));
   const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(size));
   const uint64_t now = NowMs();
   bool waited_for_evictions = false;
@@ -304,7 +338,19 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
       waited_for_evictions = true;
       continue;
     }
-    const bool live = (cur.has_value() && !cur->Expired(now)) || live_spilled;
+    // A condition is about this key: a resident entry of another key with
+    // the same hash (entry.h) counts as absent. A spilled one is judged by
+    // its hash alone; its key is on disk.
+    bool resident_is_key = true;
+    if (options.mode != SetMode::kAlways && cur.has_value() &&
+        !cur->Expired(now)) {
+      const std::optional<bool> is_key = ResidentKeyIs(h, *cur, key);
+      if (!is_key.has_value()) continue;  // it changed: look again
+      resident_is_key = *is_key;
+    }
+    const bool live =
+        (cur.has_value() && !cur->Expired(now) && resident_is_key) ||
+        live_spilled;
     const uint64_t live_version = cur.has_value() ? cur->version
                                                   : spilled.version;
     if (options.mode == SetMode::kIfAbsent && live) {
@@ -339,7 +385,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
         same = true;
         old_size = m.size;
         uint8_t* entry = pool_.EntryAt(m.page, m.offset);
-        WriteValueWords(entry, value);
+        WritePayloadWords(entry, key, value);
         WriteSizeWord(entry, size, m.capacity);
         m.size = size;
         m.version = version;
@@ -366,7 +412,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view value,
     const Error reserve_err = Reserve(capacity, &r);
     if (reserve_err != Error::kOk) return SetResult{reserve_err, 0};
     stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
-    WriteEntry(pool_.EntryAt(r.page, r.offset), h, value, capacity);
+    WriteKeyedEntry(pool_.EntryAt(r.page, r.offset), h, key, value, capacity);
     const KeyMeta fresh{version, expiry,   r.page,       r.offset,
                         size,    capacity, r.generation, 0};
 

@@ -239,15 +239,21 @@ class NodeShard {
   // passes count_miss = false and counts its one miss with CountMiss. With
   // read_disk = false a key found only in the spill index is answered with
   // on_disk (FurrBall::GetFromMemory) and not counted.
-  GetResult Get(const HashPair& h, std::string* value, int requester,
-                SpinLock& key_lock, bool count_miss = true,
+  // `key` is the key whose hash is `h`: a hit is checked against the key
+  // stored with the value (entry.h), so another key with the same hash is a
+  // miss.
+  GetResult Get(const HashPair& h, std::string_view key, std::string* value,
+                int requester, SpinLock& key_lock, bool count_miss = true,
                 bool read_disk = true);
   // Whether the shard holds the key (live or expired); for search routing.
   bool Holds(const HashPair& h) const;
 
   // REQUIRES: the key's write lock is held.
-  SetResult Set(const HashPair& h, std::string_view value,
-                const WriteOptions& options);
+  // Stores `key` with the value. The key identifies the entry by `h` alone
+  // (a Set replaces whatever entry has the hash); conditions (if-absent,
+  // compare-and-set) treat a resident entry of another key as absent.
+  SetResult Set(const HashPair& h, std::string_view key,
+                std::string_view value, const WriteOptions& options);
   DeleteResult Delete(const HashPair& h);
   Error Touch(const HashPair& h, uint64_t ttl_ms);
 
@@ -326,8 +332,12 @@ class NodeShard {
   }
 
   // Set without the cooperative migration.
-  SetResult SetValue(const HashPair& h, std::string_view value,
-                     const WriteOptions& options);
+  SetResult SetValue(const HashPair& h, std::string_view key,
+                     std::string_view value, const WriteOptions& options);
+  // Whether resident entry `m` of `h` stores `key`; nullopt if the KeyMeta
+  // changed while it was read (the caller looks again).
+  std::optional<bool> ResidentKeyIs(const HashPair& h, const KeyMeta& m,
+                                    std::string_view key) const;
 
   // Finds `capacity` bytes for a write, reclaiming in line if it must.
   Error Reserve(uint32_t capacity, Reservation* out);
@@ -402,7 +412,8 @@ class NodeShard {
   void OnEvict(const HashPair& h, const KeyMeta& m);
 
   // Get without the spill tier and without hit/miss counting.
-  GetResult GetResident(const HashPair& h, std::string* value,
+  GetResult GetResident(const HashPair& h, std::string_view key,
+                        std::string* value,
                         SpinLock& key_lock, uint64_t now);
   // Spills the sparsest sealed page (worker); true if a page was freed.
   bool SpillSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);

@@ -55,12 +55,13 @@ class NodeShardTest : public ::testing::Test {
 
   SpinLock& LockFor(const HashPair& h) { return shard_->KeyLockFor(h); }
 
-  HashPair Key(int i) { return hasher_.Hash("key" + std::to_string(i)); }
+  static std::string KeyName(int i) { return "key" + std::to_string(i); }
+  HashPair Key(int i) { return hasher_.Hash(KeyName(i)); }
 
   SetResult Set(int i, std::string_view value, WriteOptions o = {}) {
     const HashPair h = Key(i);
     SpinLockHolder l(LockFor(h));
-    return shard_->Set(h, value, o);
+    return shard_->Set(h, KeyName(i), value, o);
   }
   DeleteResult Delete(int i) {
     const HashPair h = Key(i);
@@ -69,7 +70,7 @@ class NodeShardTest : public ::testing::Test {
   }
   GetResult Get(int i, std::string* v) {
     const HashPair h = Key(i);
-    return shard_->Get(h, v, 0, LockFor(h));
+    return shard_->Get(h, KeyName(i), v, 0, LockFor(h));
   }
 
   // A value that names its key, so a relocated or evicted-and-reused entry
@@ -334,7 +335,8 @@ TEST_F(NodeShardTest, OverwriteThatFitsIsInPlace) {
   ASSERT_EQ(Set(1, std::string(200, 'c')).error, Error::kOk);
   s = shard_->Snapshot();
   EXPECT_EQ(s.in_place_sets, 1u);
-  EXPECT_EQ(s.dead_bytes, dead + EntryFootprint(100));
+  EXPECT_EQ(s.dead_bytes,
+            dead + EntryFootprint(PayloadSize(KeyName(1).size(), 100)));
   std::string v;
   ASSERT_TRUE(Get(1, &v).found);
   EXPECT_EQ(v, std::string(200, 'c'));

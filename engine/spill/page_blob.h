@@ -5,11 +5,11 @@
 // Thread safety: PageBlobBuilder is thread-compatible; DecodePageBlob is a
 // pure function; PageBlobView points into the caller's bytes.
 //
-// Encoding (little-endian, version 1):
+// Encoding (little-endian, version 2):
 //
 //   header, kPageBlobHeaderBytes = 48
 //     u32 magic  "FBPB"          a blob, not some other value
-//     u16 format version (1)     readers refuse versions they do not know
+//     u16 format version (2)     readers refuse versions they do not know
 //     u16 header bytes (48)      lets a later version grow the header
 //     u32 node index             the node whose page this was
 //     u32 entry count
@@ -47,7 +47,10 @@ namespace furrballs {
 namespace spill {
 
 inline constexpr uint32_t kPageBlobMagic = 0x42504246;  // "FBPB"
-inline constexpr uint16_t kPageBlobVersion = 1;
+// Version 2: each entry's bytes are the engine's payload (its key, then its
+// value: engine/furrball/entry.h), where version 1 held the value alone;
+// blobs of version 1 are refused, so such keys miss after an upgrade.
+inline constexpr uint16_t kPageBlobVersion = 2;
 inline constexpr size_t kPageBlobHeaderBytes = 48;
 inline constexpr size_t kPageBlobEntryBytes = 40;
 inline constexpr size_t kPageBlobTrailerBytes = 8;

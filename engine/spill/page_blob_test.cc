@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include <absl/strings/str_cat.h>
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -80,13 +81,15 @@ TEST(PageBlobTest, TruncatedAndExtendedBlobsAreRejected) {
 TEST(PageBlobTest, UnknownVersionIsRefused) {
   std::string blob = ThreeEntryBlob();
   blob.resize(blob.size() - kPageBlobTrailerBytes);
-  blob[4] = 2;  // u16 version
+  blob[4] = kPageBlobVersion + 1;  // u16 version
   const uint64_t sum = XXH3_64bits(blob.data(), blob.size());
   blob.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
   const absl::StatusOr<PageBlobView> v = DecodePageBlob(blob);
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(v.status().message().find("version 2"), std::string::npos)
+  EXPECT_NE(v.status().message().find(
+                absl::StrCat("version ", kPageBlobVersion + 1)),
+            std::string::npos)
       << v.status();
 }
 

@@ -39,6 +39,7 @@ using spill_testing::Await;
 // One op and its completion flag.
 struct Call {
   CacheOp op;
+  std::string key;       // op.key points here
   std::string value;     // the Set's value / the Get's destination
   std::atomic<bool> done{false};
 
@@ -47,7 +48,9 @@ struct Call {
   }
   void Prepare(FurrBall& ball, OpKind kind, const std::string& key) {
     op.kind = kind;
+    this->key = key;
     op.hash = ball.Hash(key);
+    op.key = this->key;
     op.on_done = &Call::Done;
     op.done_context = this;
     if (kind == OpKind::kSet) op.value = value;
@@ -77,7 +80,7 @@ TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
   for (int i = 0; i < kKeys && spilled < 0; ++i) {
     std::string v;
     // Holds() is not public; GetFromMemory tells without reading the disk.
-    if (ball.GetFromMemory(ball.Hash(Key(i)), &v).on_disk) spilled = i;
+    if (ball.GetFromMemory(ball.Ref(Key(i)), &v).on_disk) spilled = i;
   }
   ASSERT_GE(spilled, 0) << "no key was on disk";
 

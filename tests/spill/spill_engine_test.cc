@@ -190,6 +190,32 @@ TEST_P(SpillEngineTest, WholePageReloadBringsBackItsPage) {
 // third of the keys are overwritten and then deleted: the delete erases the
 // new in-memory copy, so a spilled copy the overwrite had left indexed
 // would be reloaded by the next Get.
+// Issue 13 goal 5 on the disk path: a spilled page holds each key with its
+// value, so a Get of another key with the same hash (KeyRef picks the hash)
+// misses whether it finds the entry in the spill index or reloaded in
+// memory; the key's own Get still reads it back.
+TEST_P(SpillEngineTest, AHashCollisionWithASpilledKeyIsAMiss) {
+  auto ball = Open(Options());
+  ASSERT_NE(ball, nullptr);
+  Write(*ball, 0, 6000, 1);
+  std::string v;
+  int spilled = -1;
+  for (int i = 0; i < 6000 && spilled < 0; ++i) {
+    const std::string k = Key(i);
+    if (ball->GetFromMemory(ball->Ref(k), &v).on_disk) spilled = i;
+  }
+  ASSERT_GE(spilled, 0) << "no key was spilled";
+  const std::string owner = Key(spilled);
+  const KeyRef impostor{ball->Hash(owner), "impostor"};
+  const GetResult miss = ball->Get(impostor, &v);
+  EXPECT_FALSE(miss.found);
+  EXPECT_NE(v, Value(spilled, 1));
+  // The owner comes back from disk; then the impostor misses in memory too.
+  ASSERT_TRUE(ball->Get(owner, &v).found);
+  EXPECT_EQ(v, Value(spilled, 1));
+  EXPECT_FALSE(ball->Get(impostor, &v).found);
+}
+
 TEST_P(SpillEngineTest, OverwrittenOrDeletedSpilledKeysNeverComeBack) {
   FurrBallOptions o = Options();
   constexpr int kKeys = 6000;
@@ -262,7 +288,8 @@ TEST_P(SpillEngineTest, DeletingAnExpiredSpilledKeyCountsAnExpiration) {
   std::vector<int> on_disk;
   std::string v;
   for (int i = 0; i < 500; ++i) {
-    if (ball->GetFromMemory(ball->Hash(Key(i)), &v).on_disk) {
+    const std::string k = Key(i);
+    if (ball->GetFromMemory(ball->Ref(k), &v).on_disk) {
       on_disk.push_back(i);
     }
   }

@@ -266,7 +266,8 @@ TEST_P(SecondGetOfAReloadedKeyTest, FindsTheKeyTheFirstReloaded) {
   int spilled = -1;
   std::string v;
   for (int i = 0; i < kKeys && spilled < 0; ++i) {
-    if (ball.GetFromMemory(ball.Hash(key(i)), &v).on_disk) spilled = i;
+    const std::string ki = key(i);
+    if (ball.GetFromMemory(ball.Ref(ki), &v).on_disk) spilled = i;
   }
   ASSERT_GE(spilled, 0) << "no key was on disk";
   const std::string k = key(spilled);
@@ -276,7 +277,7 @@ TEST_P(SecondGetOfAReloadedKeyTest, FindsTheKeyTheFirstReloaded) {
   GetResult second;
   std::string second_value;
   std::thread b([&] {
-    second = from_memory ? ball.GetFromMemory(ball.Hash(k), &second_value)
+    second = from_memory ? ball.GetFromMemory(ball.Ref(k), &second_value)
                          : ball.Get(k, &second_value);
   });
   const bool paused = hold.AwaitHeld();
