@@ -181,6 +181,17 @@ class ConcurrentARC {
     return v;
   }
 
+  // CMap::TryVisit, noting a reference (a promotion) when `promote` and the
+  // key was found: one probe for a validated read of what the value points
+  // at, where Find and a Peek to validate take two.
+  using VisitOutcome = typename CMap<Value>::VisitOutcome;
+  template <typename Fn>
+  VisitOutcome TryVisit(const HashPair& h, bool promote, Fn&& fn) {
+    const VisitOutcome o = table_.TryVisit(h, std::forward<Fn>(fn));
+    if (promote && o != VisitOutcome::kAbsent) NoteHit(h);
+    return o;
+  }
+
   // The value of `h` without noting a reference (no promotion): for callers
   // that re-read a key to validate a copy, or inspect keys for maintenance.
   // Lock-free, like Find.

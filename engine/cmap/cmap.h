@@ -328,6 +328,12 @@ class CMap {
   // Returns false, without calling fn, if the key is absent.
   template <typename Fn>
   bool Visit(const HashPair& h, Fn&& fn) const;
+  // One round of Visit: kChanged, instead of a retry, when a writer entered
+  // the slot while fn ran (fn's reads are then to be discarded), so that a
+  // caller can bound its attempts and fall back to a lock.
+  enum class VisitOutcome { kAbsent, kVisited, kChanged };
+  template <typename Fn>
+  VisitOutcome TryVisit(const HashPair& h, Fn&& fn) const;
   template <typename Fn>
   bool Visit(std::string_view key, Fn&& fn) const {
     return Visit(hasher_.Hash(key), std::forward<Fn>(fn));
@@ -668,6 +674,24 @@ bool CMap<Value, GroupImpl>::Visit(const HashPair& h, Fn&& fn) const {
       return true;
     }
   }
+}
+
+template <typename Value, typename GroupImpl>
+template <typename Fn>
+auto CMap<Value, GroupImpl>::TryVisit(const HashPair& h, Fn&& fn) const
+    -> VisitOutcome {
+  Words words;
+  uint64_t stable;
+  const ProbeResult r = Probe</*kFindDeleted=*/false>(
+      h, [&](size_t i) { return ReadIfKey(i, h, words, &stable); });
+  if (r.match == kNoSlot) return VisitOutcome::kAbsent;
+  const Value value = cmap_internal::FromWords<Value>(words);
+  std::invoke(fn, value);
+  // As in Visit: the fence keeps fn's loads before the seq reload.
+  cmap_internal::AcquireFence();
+  return slots_[r.match].seq.load(std::memory_order_relaxed) == stable
+             ? VisitOutcome::kVisited
+             : VisitOutcome::kChanged;
 }
 
 template <typename Value, typename GroupImpl>

@@ -93,6 +93,27 @@ HashPair Key(size_t group, uint8_t h2s, uint64_t id) {
   return HashPair{(id << 32) | group, (uint64_t{h2s} << 57) | (id + 1)};
 }
 
+// TryVisit is one round of Visit: a writer entering the slot while fn runs
+// (here fn itself, which holds no lock) makes it kChanged, not a retry.
+TYPED_TEST(CMapTest, TryVisitReportsAWriterThatEnteredWhileItRan) {
+  typename TestFixture::Map m(100);
+  const HashPair h = Key(3, 7, 1);
+  using Outcome = typename TestFixture::Map::VisitOutcome;
+  int calls = 0;
+  EXPECT_EQ(m.TryVisit(h, [&](const auto&) { ++calls; }), Outcome::kAbsent);
+  EXPECT_EQ(calls, 0);
+  ASSERT_TRUE(m.Set(h, this->V(1)).inserted);
+  EXPECT_EQ(m.TryVisit(h, [&](const auto&) { ++calls; }), Outcome::kVisited);
+  EXPECT_EQ(m.TryVisit(h,
+                       [&](const auto&) {
+                         ++calls;
+                         ASSERT_EQ(m.Set(h, this->V(2)).err, Error::kOk);
+                       }),
+            Outcome::kChanged);
+  EXPECT_EQ(calls, 2);
+  EXPECT_TRUE(this->Holds(m, h, 2));
+}
+
 TYPED_TEST(CMapTest, EmptyMapMissesEverything) {
   typename TestFixture::Map m(100);
   ASSERT_TRUE(m.ok());

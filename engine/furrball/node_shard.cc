@@ -243,28 +243,35 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
   std::optional<KeyMeta> expired;
   const uint64_t key_part = PayloadSize(key.size(), 0);
   auto attempt = [&](bool promote) -> bool {  // true: settled
-    const std::optional<KeyMeta> m1 = promote ? arc_->Find(h) : arc_->Peek(h);
-    if (!m1.has_value() || m1->Expired(now)) {
+    // One probe: the key is compared and the value copied inside CMap's
+    // seqlock read of the KeyMeta (TryVisit), so both answers are about one
+    // immutable image (the Get protocol above, with step 3's re-probe
+    // replaced by the slot's sequence check).
+    std::optional<KeyMeta> seen;
+    bool is_key = false;
+    const Arc::VisitOutcome outcome =
+        arc_->TryVisit(h, promote, [&](const KeyMeta& m) {
+          seen = m;
+          is_key = false;
+          if (m.Expired(now)) return;
+          const uint8_t* entry = pool_.EntryAt(m.page, m.offset);
+          is_key = PayloadKeyEquals(entry, m.size, key);
+          if (is_key) {
+            value->resize(m.size - key_part);
+            CopyPayloadRange(entry, key_part, value->size(), value->data());
+          }
+        });
+    if (outcome == Arc::VisitOutcome::kChanged) return false;
+    if (outcome == Arc::VisitOutcome::kAbsent || seen->Expired(now)) {
       result.found = false;
-      expired = m1;
+      if (outcome != Arc::VisitOutcome::kAbsent) expired = seen;
       return true;
     }
-    // The key is compared and the value copied between the two KeyMeta
-    // reads, so both answers are about one immutable image (the Get
-    // protocol in node_shard.h).
-    const uint8_t* entry = pool_.EntryAt(m1->page, m1->offset);
-    const bool is_key = PayloadKeyEquals(entry, m1->size, key);
-    if (is_key) {
-      value->resize(m1->size - key_part);
-      CopyPayloadRange(entry, key_part, value->size(), value->data());
-    }
-    const std::optional<KeyMeta> m2 = arc_->Peek(h);
-    if (!m2.has_value() || !(*m2 == *m1)) return false;
     // Another key with the same hash: a miss, not its value.
     result.found = is_key;
     if (!is_key) return true;
-    result.version = m1->version;
-    result.ttl_remaining_ms = m1->expiry_ms == 0 ? 0 : m1->expiry_ms - now;
+    result.version = seen->version;
+    result.ttl_remaining_ms = seen->expiry_ms == 0 ? 0 : seen->expiry_ms - now;
     return true;
   };
   bool settled = false;

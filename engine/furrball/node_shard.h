@@ -47,13 +47,19 @@
 // ---------------------------------------------------------------------------
 // The Get protocol (seqlock read across CMap and page)
 //
-//   1. m1 = ConcurrentARC::Find(h)    validated copy of the KeyMeta (and a
-//                                     PromoteBuf promotion)
-//   2. copy m1.size bytes from page m1.page at m1.offset (acquire loads)
-//   3. m2 = ConcurrentARC::Peek(h)    validated copy again (CMap::Find, no
-//                                     promotion)
-//   4. m1 == m2 ? return the bytes : retry (after kOptimisticReads attempts,
-//                                     retry under the key lock)
+//   1. m1 = the KeyMeta, read by ConcurrentARC::TryVisit (CMap's seqlock
+//      read of the slot, and a PromoteBuf promotion)
+//   2. inside the visit: compare the stored key with the key asked for and
+//      copy the value from page m1.page at m1.offset (acquire loads)
+//   3. the slot's seq again (TryVisit's second check): unchanged means the
+//      slot still holds m1, i.e. m2 == m1 for the m2 a fresh probe would
+//      read (any change to a slot's KeyMeta, or its erase, passes through
+//      the slot's seqlock and bumps seq)
+//   4. unchanged ? return the bytes (or a miss if the stored key differs) :
+//      retry (after kOptimisticReads attempts, retry under the key lock)
+//
+// (Until issue 13, step 3 was a second full probe, Peek, comparing m2 with
+// m1; the argument below is the same.)
 //
 // Why 4 proves the bytes are m1's. A KeyMeta names one immutable byte image:
 // every write takes a fresh version (never reused: the per-node counter only
