@@ -18,10 +18,6 @@
 namespace furrballs::bench {
 namespace {
 
-// FurrBall's per-entry header in its value pages (engine/furrball/entry.h);
-// used only to size the key table for the benchmark's value size.
-constexpr size_t kFurrBallEntryHeaderBytes = 24;
-
 class FurrBallBackend final : public CacheBackend {
  public:
   explicit FurrBallBackend(std::unique_ptr<FurrBall> cache)
@@ -95,8 +91,9 @@ absl::StatusOr<std::unique_ptr<CacheBackend>> MakeFurrBallBackend(
   FurrBallOptions options;
   options.memory_budget_bytes = config.memory_budget_bytes;
   if (config.furrball_keys_per_node == 0) {
-    options.max_keys_per_node =
-        config.memory_budget_bytes / (config.value_bytes + kFurrBallEntryHeaderBytes);
+    // The budget holds the key table too (memory_plan.h): divide it for
+    // entries of exactly this workload's key and value size.
+    options.expected_entry_bytes = config.key_bytes + config.value_bytes;
   } else if (config.furrball_keys_per_node > 0) {
     options.max_keys_per_node = static_cast<size_t>(config.furrball_keys_per_node);
   }

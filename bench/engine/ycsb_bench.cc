@@ -72,9 +72,10 @@ ABSL_FLAG(uint64_t, seed, 1, "Seed of the key and operation choices.");
 ABSL_FLAG(std::string, csv, "",
           "Also write every run's rows and the median rows to this CSV file.");
 ABSL_FLAG(int64_t, furrball_keys_per_node, 0,
-          "FurrBall's max_keys_per_node: 0 = budget / (value bytes + its "
-          "24-byte entry header), enough slots to fill the pages; -1 = the "
-          "engine's own default (budget / 128 B); N = N.");
+          "FurrBall's key slots: 0 = as many as the budget holds with pages "
+          "for entries of the workload's key + value size (the engine's "
+          "expected_entry_bytes hint); -1 = the engine's default hint; N = "
+          "N per node.");
 ABSL_FLAG(double, tsc_ticks_per_ns, 0,
           "Internal: the TSC rate the driver measured, passed to each cell. "
           "0 = measure in the cell.");
