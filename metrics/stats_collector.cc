@@ -71,7 +71,7 @@ void AddBuildInfo(std::vector<MetricFamily>& out) {
 }
 
 void AddRequests(std::vector<MetricFamily>& out,
-                 const service::RequestStatsSnapshot& s) {
+                 const RequestCounts& s) {
   // Every op x code pair is exported, zeros included, so that a rate over
   // an error code that occurs for the first time sees its first increment.
   MetricFamily requests{
@@ -86,23 +86,19 @@ void AddRequests(std::vector<MetricFamily>& out,
       "the network and gRPC transport).",
       MetricType::Histogram,
       {}};
-  for (int o = 0; o < service::kRequestOpCount; ++o) {
-    const std::string op(
-        service::RequestOpName(static_cast<service::RequestOp>(o)));
-    for (int c = 0; c < service::kStatusCodeCount; ++c) {
-      AddSample(requests,
-                {{"op", op}, {"code", std::string(service::StatusCodeName(c))}},
-                static_cast<double>(s.requests[o][c]));
+  for (const RequestCounts::Op& o : s.ops) {
+    for (size_t c = 0; c < o.by_code.size() && c < s.code_names.size(); ++c) {
+      AddSample(requests, {{"op", o.name}, {"code", s.code_names[c]}},
+                static_cast<double>(o.by_code[c]));
     }
     ClientMetric m;
-    m.label = {{"op", op}};
+    m.label = {{"op", o.name}};
     uint64_t cumulative = 0;
-    for (int b = 0; b < service::kLatencyBucketCount; ++b) {
-      cumulative += s.latency_buckets[o][b];
+    for (size_t b = 0; b < o.latency_buckets.size(); ++b) {
+      cumulative += o.latency_buckets[b];
       const double upper =
-          b < static_cast<int>(service::kLatencyBucketBoundsNs.size())
-              ? static_cast<double>(service::kLatencyBucketBoundsNs[b]) /
-                    kNanosPerSecond
+          b < s.latency_bounds_ns.size()
+              ? static_cast<double>(s.latency_bounds_ns[b]) / kNanosPerSecond
               : std::numeric_limits<double>::infinity();
       m.histogram.bucket.push_back({cumulative, upper});
     }
@@ -111,7 +107,7 @@ void AddRequests(std::vector<MetricFamily>& out,
     // increments of one Record().
     m.histogram.sample_count = cumulative;
     m.histogram.sample_sum =
-        static_cast<double>(s.latency_sum_ns[o]) / kNanosPerSecond;
+        static_cast<double>(o.latency_sum_ns) / kNanosPerSecond;
     latency.metric.push_back(std::move(m));
   }
   out.push_back(std::move(requests));
@@ -269,8 +265,8 @@ void AddEngine(std::vector<MetricFamily>& out,
 }
 
 void AddDispatch(std::vector<MetricFamily>& out,
-                 const std::vector<service::DispatchStats>& s) {
-  using D = service::DispatchStats;
+                 const std::vector<WorkerCounts>& s) {
+  using D = WorkerCounts;
   std::vector<std::string> nodes;
   for (const D& d : s) nodes.push_back(std::to_string(d.node));
 

@@ -3,7 +3,6 @@
 // histogram's shape, and the naming conventions every family follows.
 #include "metrics/stats_collector.h"
 
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
@@ -54,8 +53,8 @@ std::vector<NodeStatsSnapshot> FourNodes() {
   return nodes;
 }
 
-std::vector<service::DispatchStats> FourWorkers() {
-  std::vector<service::DispatchStats> workers(4);
+std::vector<WorkerCounts> FourWorkers() {
+  std::vector<WorkerCounts> workers(4);
   for (int n = 0; n < 4; ++n) {
     workers[n].node = n;
     workers[n].batches = 5 + n;
@@ -68,17 +67,47 @@ std::vector<service::DispatchStats> FourWorkers() {
   return workers;
 }
 
+constexpr size_t kCodes = 17;
+constexpr size_t kOps = 3;
+constexpr size_t kBuckets = 5;  // four bounds and +Inf
+
+// Three ops, 17 codes: two Gets of 3 µs and 30 µs with OK, one of 3 ms with
+// NOT_FOUND (5), one Set of 2 s with RESOURCE_EXHAUSTED (8), no Stats.
+RequestCounts SomeRequests() {
+  RequestCounts counts;
+  counts.code_names = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
+                       "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                       "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                       "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+                       "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+                       "UNAUTHENTICATED"};
+  counts.latency_bounds_ns = {5'000, 50'000, 5'000'000, 1'000'000'000};
+  for (const char* name : {"get", "set", "stats"}) {
+    RequestCounts::Op op;
+    op.name = name;
+    op.by_code.assign(kCodes, 0);
+    op.latency_buckets.assign(kBuckets, 0);
+    counts.ops.push_back(std::move(op));
+  }
+  RequestCounts::Op& get = counts.ops[0];
+  get.by_code[0] = 2;
+  get.by_code[5] = 1;
+  get.latency_buckets = {1, 1, 1, 0, 0};
+  get.latency_sum_ns = 3'000 + 30'000 + 3'000'000;
+  RequestCounts::Op& set = counts.ops[1];
+  set.by_code[8] = 1;
+  set.latency_buckets = {0, 0, 0, 0, 1};
+  set.latency_sum_ns = 2'000'000'000;
+  return counts;
+}
+
 class StatsCollectorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    requests_.Record(service::RequestOp::kGet, 0, std::chrono::microseconds(3));
-    requests_.Record(service::RequestOp::kGet, 0, std::chrono::microseconds(30));
-    requests_.Record(service::RequestOp::kGet, 5, std::chrono::milliseconds(3));
-    requests_.Record(service::RequestOp::kSet, 8, std::chrono::seconds(2));
     StatsSources sources;
     sources.engine = [] { return FourNodes(); };
     sources.dispatch = [] { return FourWorkers(); };
-    sources.requests = [this] { return requests_.Snapshot(); };
+    sources.requests = [] { return SomeRequests(); };
     for (MetricFamily& f : StatsCollector(sources).Collect()) {
       const std::string name = f.name;
       families_.emplace(name, std::move(f));
@@ -112,7 +141,6 @@ class StatsCollectorTest : public ::testing::Test {
                                                     : m->gauge.value;
   }
 
-  service::RequestStats requests_;
   std::map<std::string, MetricFamily> families_;
 };
 
@@ -151,7 +179,7 @@ TEST_F(StatsCollectorTest, EngineFamiliesHaveASeriesPerNodeAndLabel) {
 TEST(StatsCollectorNodeIdTest, DispatchSeriesAreLabelledWithTheNodeId) {
   StatsSources sources;
   sources.dispatch = [] {
-    std::vector<service::DispatchStats> workers(1);
+    std::vector<WorkerCounts> workers(1);
     workers[0].node = 1;
     workers[0].ops = 7;
     return workers;
@@ -186,7 +214,7 @@ TEST_F(StatsCollectorTest, DispatchFamiliesAreIndexedByNode) {
 
 TEST_F(StatsCollectorTest, RequestsExportEveryOpAndCode) {
   EXPECT_EQ(Family("furrballs_requests_total").metric.size(),
-            size_t{service::kRequestOpCount} * service::kStatusCodeCount);
+            kOps * kCodes);
   EXPECT_EQ(Value("furrballs_requests_total", {{"op", "get"}, {"code", "OK"}}), 2);
   EXPECT_EQ(Value("furrballs_requests_total", {{"op", "get"}, {"code", "NOT_FOUND"}}), 1);
   EXPECT_EQ(Value("furrballs_requests_total",
@@ -197,12 +225,12 @@ TEST_F(StatsCollectorTest, RequestsExportEveryOpAndCode) {
 TEST_F(StatsCollectorTest, LatencyHistogramIsCumulativeInSeconds) {
   const MetricFamily& f = Family("furrballs_request_duration_seconds");
   EXPECT_EQ(f.type, MetricType::Histogram);
-  EXPECT_EQ(f.metric.size(), size_t{service::kRequestOpCount});
+  EXPECT_EQ(f.metric.size(), kOps);
 
   const ClientMetric* get = Sample("furrballs_request_duration_seconds", {{"op", "get"}});
   ASSERT_NE(get, nullptr);
   const auto& h = get->histogram;
-  ASSERT_EQ(h.bucket.size(), size_t{service::kLatencyBucketCount});
+  ASSERT_EQ(h.bucket.size(), kBuckets);
   EXPECT_DOUBLE_EQ(h.bucket.front().upper_bound, 5e-6);
   EXPECT_TRUE(std::isinf(h.bucket.back().upper_bound));
   for (size_t b = 1; b < h.bucket.size(); ++b) {
@@ -210,7 +238,7 @@ TEST_F(StatsCollectorTest, LatencyHistogramIsCumulativeInSeconds) {
     EXPECT_GE(h.bucket[b].cumulative_count, h.bucket[b - 1].cumulative_count);
   }
   EXPECT_EQ(h.bucket[0].cumulative_count, 1u);  // 3 µs
-  EXPECT_EQ(h.bucket[3].cumulative_count, 2u);  // + 30 µs (<= 50 µs)
+  EXPECT_EQ(h.bucket[1].cumulative_count, 2u);  // + 30 µs (<= 50 µs)
   EXPECT_EQ(h.bucket.back().cumulative_count, 3u);
   EXPECT_EQ(h.sample_count, 3u);
   EXPECT_NEAR(h.sample_sum, 0.003033, 1e-12);
@@ -218,7 +246,7 @@ TEST_F(StatsCollectorTest, LatencyHistogramIsCumulativeInSeconds) {
   const ClientMetric* set = Sample("furrballs_request_duration_seconds", {{"op", "set"}});
   ASSERT_NE(set, nullptr);
   // 2 s is above the last bound: only +Inf holds it.
-  EXPECT_EQ(set->histogram.bucket[service::kLatencyBucketCount - 2].cumulative_count, 0u);
+  EXPECT_EQ(set->histogram.bucket[kBuckets - 2].cumulative_count, 0u);
   EXPECT_EQ(set->histogram.bucket.back().cumulative_count, 1u);
 }
 

@@ -9,13 +9,18 @@
 // nothing about its request; a Pipeline frame is parsed first (its op decides
 // the access it needs), on a stream admitted when it opened.
 //
-// Handlers never block. Each parses its request, validates it, hashes the
-// key once, and hands a CacheOp to the Dispatcher; the RPC is finished from
+// Handlers never block. Each parses its request, decodes it into a CacheOp
+// (service/request_codec.h: validation, the key's hash) and hands the op to
+// the Dispatcher; the RPC is finished from
 // the op's completion (on the owning node's worker, or inline in direct
 // mode). Every rejection carries the most specific status code and a message
 // naming the field and the limit (service/status_mapping.h); a request that
 // does not parse is INVALID_ARGUMENT too, which is why every method is
 // registered raw (service/raw_call.h).
+//
+// The implementation is split by concern: cache_service.cc (the single-op
+// RPCs through one template, service/unary_call.h, and Stats),
+// batch_calls.cc (MultiGet, MultiSet) and pipeline_reactor.cc (the stream).
 #ifndef FURRBALLS_SERVICE_CACHE_SERVICE_H_
 #define FURRBALLS_SERVICE_CACHE_SERVICE_H_
 
@@ -30,6 +35,7 @@
 #include "engine/furrball/furrball.h"
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "service/dispatcher.h"
+#include "service/request_codec.h"
 #include "service/request_stats.h"
 #include "service/status_mapping.h"
 #include "service/token_auth.h"
@@ -100,7 +106,8 @@ class CacheService final : public RawCacheService {
   grpc::Status Admit(const std::optional<TokenDigest>& token, Access need,
                      absl::string_view what) const;
 
-  const Limits& limits() const { return limits_; }
+  const Limits& limits() const { return codec_.limits(); }
+  const RequestCodec& codec() const { return codec_; }
   FurrBall* engine() const { return engine_; }
   Dispatcher* dispatcher() const { return dispatcher_; }
   size_t max_pipeline_in_flight() const { return max_pipeline_in_flight_; }
@@ -118,7 +125,7 @@ class CacheService final : public RawCacheService {
  private:
   FurrBall* const engine_;
   Dispatcher* const dispatcher_;
-  const Limits limits_;
+  const RequestCodec codec_;
   const size_t max_pipeline_in_flight_;
   const TokenAuthenticator* const auth_;
   std::atomic<bool> ready_{false};

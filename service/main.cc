@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@
 #include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 
+#include "metrics/metrics_exporter.h"
+#include "service/request_stats.h"
 #include "service/server.h"
 
 ABSL_FLAG(std::string, listen_address, "127.0.0.1:50051",
@@ -135,6 +138,61 @@ ABSL_FLAG(std::string, health_address, "",
 namespace furrballs::service {
 namespace {
 
+// The two below copy the service's counters into metrics/' plain counters:
+// this file is the composition root above both, so that metrics/ needs no
+// service type and the service does not know it is exported.
+metrics::RequestCounts ToRequestCounts(const RequestStatsSnapshot& s) {
+  metrics::RequestCounts counts;
+  for (int c = 0; c < kStatusCodeCount; ++c) {
+    counts.code_names.emplace_back(StatusCodeName(c));
+  }
+  counts.latency_bounds_ns.assign(kLatencyBucketBoundsNs.begin(),
+                                  kLatencyBucketBoundsNs.end());
+  for (int o = 0; o < kRequestOpCount; ++o) {
+    metrics::RequestCounts::Op op;
+    op.name = std::string(RequestOpName(static_cast<RequestOp>(o)));
+    op.by_code.assign(s.requests[o].begin(), s.requests[o].end());
+    op.latency_buckets.assign(s.latency_buckets[o].begin(),
+                              s.latency_buckets[o].end());
+    op.latency_sum_ns = s.latency_sum_ns[o];
+    counts.ops.push_back(std::move(op));
+  }
+  return counts;
+}
+
+std::vector<metrics::WorkerCounts> ToWorkerCounts(
+    const std::vector<DispatchStats>& workers) {
+  std::vector<metrics::WorkerCounts> counts(workers.size());
+  for (size_t i = 0; i < workers.size(); ++i) {
+    counts[i].node = workers[i].node;
+    counts[i].batches = workers[i].batches;
+    counts[i].ops = workers[i].ops;
+    counts[i].merged_writes = workers[i].merged_writes;
+    counts[i].deadline_expired = workers[i].deadline_expired;
+    counts[i].rejected_queue_full = workers[i].rejected_queue_full;
+    counts[i].queue_depth = workers[i].queue_depth;
+  }
+  return counts;
+}
+
+// Serves `server`'s statistics at `address`; the exporter must be destroyed
+// before the server, whose engine, dispatcher and service it reads.
+absl::StatusOr<std::unique_ptr<metrics::MetricsExporter>> StartMetrics(
+    const std::string& address, const Server& server) {
+  const FurrBall* engine = server.engine();
+  const Dispatcher* dispatcher = server.dispatcher();
+  const RequestStats* requests = &server.request_stats();
+  metrics::StatsSources sources;
+  sources.engine = [engine] { return engine->Stats(); };
+  sources.dispatch = [dispatcher] {
+    return ToWorkerCounts(dispatcher->Stats());
+  };
+  sources.requests = [requests] {
+    return ToRequestCounts(requests->Snapshot());
+  };
+  return metrics::MetricsExporter::Start(address, std::move(sources));
+}
+
 // Applies FURRBALLS_<NAME> environment variables to this binary's flags. Runs
 // before command-line parsing, which therefore overrides it.
 bool ApplyEnvironment(std::string* error) {
@@ -172,7 +230,6 @@ constexpr uint64_t kMaxBatch = 65536;
 absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions o;
   o.listen_address = absl::GetFlag(FLAGS_listen_address);
-  o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   const absl::StatusOr<uint64_t> memory =
       Bytes("memory_mb", absl::GetFlag(FLAGS_memory_mb), 20);
   if (!memory.ok()) return memory.status();
@@ -389,6 +446,18 @@ int Main(int argc, char** argv) {
                  std::string(server.status().message()).c_str());
     return 1;
   }
+  // Empty disables metrics (tests run many servers at once).
+  const std::string metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  std::unique_ptr<metrics::MetricsExporter> exporter;
+  if (!metrics_address.empty()) {
+    auto started = StartMetrics(metrics_address, **server);
+    if (!started.ok()) {
+      std::fprintf(stderr, "furrballs: cannot start: %s\n",
+                   std::string(started.status().message()).c_str());
+      return 1;
+    }
+    exporter = std::move(*started);
+  }
   PrintConfiguration(**server);
 
   int signal = 0;
@@ -398,6 +467,7 @@ int Main(int argc, char** argv) {
               static_cast<long long>(options->shutdown_deadline.count()));
   std::fflush(stdout);
   (*server)->Shutdown();
+  exporter.reset();
   std::printf("furrballs: stopped\n");
   return 0;
 }

@@ -66,19 +66,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   server->service_ = std::make_unique<CacheService>(
       server->engine_.get(), server->dispatcher_.get(),
       options.max_pipeline_in_flight, server->auth_.get());
-  if (!options.metrics_address.empty()) {
-    FurrBall* engine = server->engine_.get();
-    Dispatcher* dispatcher = server->dispatcher_.get();
-    const CacheService* service = server->service_.get();
-    metrics::StatsSources sources;
-    sources.engine = [engine] { return engine->Stats(); };
-    sources.dispatch = [dispatcher] { return dispatcher->Stats(); };
-    sources.requests = [service] { return service->request_stats().Snapshot(); };
-    auto exporter =
-        metrics::MetricsExporter::Start(options.metrics_address, sources);
-    if (!exporter.ok()) return exporter.status();
-    server->metrics_ = std::move(*exporter);
-  }
 
   server->server_ =
       BuildGrpcServer(options, server->service_.get(), &server->port_);
@@ -150,9 +137,7 @@ void Server::Shutdown() {
 
 Server::~Server() {
   Shutdown();
-  // Order matters: the metrics exporter reads the service, dispatcher and
-  // engine; the service and dispatcher reference the engine.
-  metrics_.reset();
+  // Order matters: the service and dispatcher reference the engine.
   health_server_.reset();
   server_.reset();
   service_.reset();

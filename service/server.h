@@ -18,7 +18,6 @@
 
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/options.h"
-#include "metrics/metrics_exporter.h"
 #include "service/cache_service.h"
 #include "service/dispatcher.h"
 #include "service/tls_credentials.h"
@@ -29,12 +28,6 @@ namespace furrballs::service {
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free port (see Server::port()).
   std::string listen_address = "127.0.0.1:50051";
-  // host:port serving Prometheus metrics at /metrics (docs/metrics.md); port
-  // 0 picks a free port (see Server::metrics_port()). Empty disables it,
-  // which is the default here so that embedded and test servers do not
-  // compete for a port; the binary's --metrics_address defaults to
-  // 127.0.0.1:9464.
-  std::string metrics_address;
   FurrBallOptions engine;
   DispatcherOptions dispatch;
   // Largest request or response message. Must hold a MultiSet of several
@@ -113,11 +106,13 @@ class Server {
   const std::string& tls_summary() const { return tls_summary_; }
   // The bearer-token check, or null when calls need no token.
   const TokenAuthenticator* auth() const { return auth_.get(); }
-  // The metrics port, or 0 when metrics are disabled.
-  int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   const ServerOptions& options() const { return options_; }
   FurrBall* engine() const { return engine_.get(); }
   Dispatcher* dispatcher() const { return dispatcher_.get(); }
+  // Counts of the requests served, for an exporter (the binary's metrics).
+  const RequestStats& request_stats() const {
+    return service_->request_stats();
+  }
 
  private:
   explicit Server(const ServerOptions& options) : options_(options) {}
@@ -140,9 +135,6 @@ class Server {
   grpc::CallbackGenericService health_others_;
   std::unique_ptr<grpc::Server> health_server_;
   int health_port_ = 0;
-  // Reads the engine, dispatcher and service at scrape time, so it is
-  // started after them and destroyed before them.
-  std::unique_ptr<metrics::MetricsExporter> metrics_;
   int port_ = 0;
   bool stopped_ = false;
 };

@@ -17,7 +17,7 @@ grpc::ServerUnaryReactor* FinishOk(grpc::CallbackServerContext* ctx) {
 }
 
 // Reads keep going while fewer than max_in_flight answers wait to be written;
-// one write is in flight at a time, like service/cache_service.cc's Pipeline
+// one write is in flight at a time, like service/pipeline_reactor.cc's Pipeline
 // (whose answers come from node workers instead of the read callback). gRPC
 // reactions are issued outside mu_, since gRPC may run their callbacks inline.
 class EmptyPipelineReactor final

@@ -12,7 +12,7 @@
 //       contrast: the same counters as one shared array updated with
 //       fetch_add from every thread.
 //
-// bazel run -c opt //metrics:request_stats_bench -- --benchmark_repetitions=5
+// bazel run -c opt //service:request_stats_bench -- --benchmark_repetitions=5
 #include <array>
 #include <atomic>
 #include <chrono>

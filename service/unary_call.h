@@ -1,0 +1,136 @@
+// service/unary_call.h: how CacheService serves a unary RPC: admission
+// (ready, parsable), the one template that runs a single-op RPC (Get, Set,
+// Delete, Touch) through the codec and the dispatcher, and the helpers the
+// batch calls share with it.
+//
+// Thread safety: stateless functions; each call's state belongs to its RPC
+// and is finished once, on whichever thread completes its op.
+//
+// Internal to service/: included by the CacheService implementation files.
+#ifndef FURRBALLS_SERVICE_UNARY_CALL_H_
+#define FURRBALLS_SERVICE_UNARY_CALL_H_
+
+#include <chrono>
+#include <memory>
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/string_view.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_callback.h>
+#include <grpcpp/support/status.h>
+
+#include "service/cache_service.h"
+#include "service/raw_call.h"
+#include "service/request_codec.h"
+
+namespace furrballs::service {
+
+// The call's deadline on the clock the dispatcher compares against.
+inline CacheOp::Clock::time_point SteadyDeadline(
+    const grpc::CallbackServerContext* ctx) {
+  const auto deadline = ctx->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return CacheOp::Clock::time_point::max();
+  }
+  const auto left = deadline - std::chrono::system_clock::now();
+  return CacheOp::Clock::now() +
+         std::chrono::duration_cast<CacheOp::Clock::duration>(left);
+}
+
+// Counts a unary RPC in the service's request statistics and answers it;
+// `rpc` is deleted. Returns the RPC's reactor.
+inline grpc::ServerUnaryReactor* FinishCounted(
+    const CacheService* svc, RawUnaryReply* rpc, RequestOp op,
+    RequestStats::Clock::time_point start, const grpc::Status& status) {
+  svc->RecordRequest(op, start, status);
+  return rpc->Reply(status);
+}
+
+// Whether a unary RPC may run. If not, answers it (deleting `rpc`): first
+// with CacheService::Admit's refusal (no or another token, or not ready), so
+// a caller without a token learns nothing about its request; then with
+// INVALID_ARGUMENT when its body does not parse as the method's request.
+template <typename Request, typename Response>
+bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
+            RawUnaryCall<Request, Response>* rpc, const grpc::ByteBuffer& body,
+            RequestOp op, Access need, absl::string_view what,
+            RequestStats::Clock::time_point start) {
+  if (grpc::Status s = svc->Admit(svc->TokenOf(ctx), need, what); !s.ok()) {
+    FinishCounted(svc, rpc, op, start, s);
+    return false;
+  }
+  if (!ParseMessage(body, &rpc->request)) {
+    FinishCounted(
+        svc, rpc, op, start,
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat(what, ": the request could not be parsed "
+                                        "as a ",
+                                  rpc->request.GetTypeName())));
+    return false;
+  }
+  return true;
+}
+
+// State of one unary RPC that runs a single CacheOp, from submission to the
+// op's completion.
+template <typename Request, typename Response>
+struct UnaryCall {
+  using Rpc = RawUnaryCall<Request, Response>;
+
+  CacheOp op;
+  Rpc* rpc = nullptr;
+  const CacheService* service = nullptr;
+  const char* what = "";
+  RequestOp request_op = RequestOp::kGet;
+  RequestStats::Clock::time_point start;
+
+  static void Done(CacheOp* op, void* context) {
+    auto* call = static_cast<UnaryCall*>(context);
+    grpc::Status s = call->service->codec().StatusOf(*op, call->what);
+    if (s.ok()) RequestCodec::Encode(*op, &call->rpc->response);
+    FinishCounted(call->service, call->rpc, call->request_op, call->start, s);
+    delete call;
+  }
+};
+
+// Serves a unary RPC of one op: accepts it (`need` is its access), decodes
+// its request
+// (RequestCodec::Decode for Request), submits the op and answers it from the
+// op's completion, or at once when it is refused.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* ServeUnary(CacheService* svc,
+                                     grpc::CallbackServerContext* ctx,
+                                     const grpc::ByteBuffer* body,
+                                     grpc::ByteBuffer* reply, RequestOp op,
+                                     Access need, const char* what) {
+  const auto start = RequestStats::Clock::now();
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc = new RawUnaryCall<Request, Response>(reactor, reply);
+  if (!Accept(svc, *ctx, rpc, *body, op, need, what, start)) return reactor;
+  auto call = std::make_unique<UnaryCall<Request, Response>>();
+  if (grpc::Status s =
+          svc->codec().Decode(rpc->request, what, call->op, &rpc->response);
+      !s.ok()) {
+    return FinishCounted(svc, rpc, op, start, s);
+  }
+  call->rpc = rpc;
+  call->service = svc;
+  call->what = what;
+  call->request_op = op;
+  call->start = start;
+  call->op.deadline = SteadyDeadline(ctx);
+  call->op.on_done = &UnaryCall<Request, Response>::Done;
+  call->op.done_context = call.get();
+  // From here the op's completion owns the call (and may delete it before
+  // Submit returns); a refused op never completes, so it is deleted here.
+  UnaryCall<Request, Response>* owned = call.release();
+  if (Error e = svc->dispatcher()->Submit(&owned->op); e != Error::kOk) {
+    delete owned;
+    FinishCounted(svc, rpc, op, start, svc->codec().SubmitStatus(e, what));
+  }
+  return reactor;
+}
+
+}  // namespace furrballs::service
+
+#endif  // FURRBALLS_SERVICE_UNARY_CALL_H_
