@@ -140,6 +140,68 @@ void Dispatcher::DrainThunk(void* node_queue) {
   q->dispatcher->Drain(*q);
 }
 
+void Dispatcher::SubmitBatch(CacheOp* const* ops, size_t n) {
+  if (stopped_.load(std::memory_order_acquire)) {
+    for (size_t i = 0; i < n; ++i) {
+      ops[i]->error = Error::kShuttingDown;
+      ops[i]->on_done(ops[i], ops[i]->done_context);
+    }
+    return;
+  }
+  if (options_.mode == DispatchMode::kDirect) {
+    const CacheOp::Clock::time_point now = CacheOp::Clock::now();
+    for (size_t i = 0; i < n; ++i) {
+      CacheOp* op = ops[i];
+      if (now > op->deadline) {
+        op->deadline_exceeded = true;
+      } else {
+        Execute(*op);
+      }
+      op->on_done(op, op->done_context);
+    }
+    return;
+  }
+  size_t begin = 0;
+  while (begin < n) {
+    NodeQueue& q = *queues_[NodeFor(ops[begin]->hash)];
+    size_t end = begin + 1;
+    while (end < n && queues_[NodeFor(ops[end]->hash)].get() == &q) ++end;
+    // Ops past the queue's capacity are refused; they complete after the
+    // lock is released, since on_done may do anything.
+    size_t accepted = 0;
+    bool schedule = false;
+    {
+      MutexLock lock(&q.mu);
+      for (size_t i = begin; i < end && q.depth < options_.queue_capacity;
+           ++i, ++accepted) {
+        CacheOp* op = ops[i];
+        op->next = nullptr;
+        if (q.tail == nullptr) {
+          q.head = op;
+        } else {
+          q.tail->next = op;
+        }
+        q.tail = op;
+        ++q.depth;
+      }
+      q.rejected += (end - begin) - accepted;
+      if (accepted > 0 && !q.drain_scheduled) {
+        q.drain_scheduled = true;
+        schedule = true;
+      }
+    }
+    for (size_t i = begin + accepted; i < end; ++i) {
+      ops[i]->error = Error::kQueueFull;
+      ops[i]->on_done(ops[i], ops[i]->done_context);
+    }
+    if (schedule &&
+        engine_->SubmitToNode(q.node, &DrainThunk, &q) != Error::kOk) {
+      Drain(q);  // as in Submit: someone must combine
+    }
+    begin = end;
+  }
+}
+
 void Dispatcher::Drain(NodeQueue& q) {
   // A few batches per job, then yield the worker back to maintenance and
   // other jobs by re-queueing ourselves.

@@ -28,6 +28,9 @@
 //
 // Direct mode executes each op inline in Submit() (the ablation switch).
 //
+// SubmitBatch is Submit for many ops of one request (the Batch stream): the
+// same protocol, with one mutex acquisition per node run instead of per op.
+//
 // Disk reads. A worker never waits for the spill tier: in NodeJob mode with
 // the spill tier on, it runs Gets with FurrBall::GetFromMemory, and a Get
 // whose key is only on disk (on_disk) is handed, once its batch is done, to
@@ -131,6 +134,15 @@ class Dispatcher {
   // Hands `op` to the worker of the node that owns op->hash. Returns kOk when
   // on_done will run; kQueueFull or kShuttingDown when it will not.
   Error Submit(CacheOp* op);
+
+  // Hands over many ops at once: on_done runs for every one of them, a
+  // refused op's with its error (kQueueFull, kShuttingDown) set. The ops
+  // should be ordered by NodeFor(op->hash): each run of one node's ops is
+  // appended to its queue under one lock acquisition, and in direct mode the
+  // clock is read once for the whole call to check the deadlines. Per-key
+  // order is the ops' order. The array may be freed by the last on_done: it
+  // is not read after the last op was handed over.
+  void SubmitBatch(CacheOp* const* ops, size_t n);
 
   // After Stop(), Submit returns kShuttingDown. Ops already queued still run;
   // WaitIdle() returns once they all completed.

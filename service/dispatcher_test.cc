@@ -267,5 +267,56 @@ TEST_F(DispatcherTest, DirectModeRunsInline) {
   EXPECT_EQ(g->out, "v");
 }
 
+TEST_F(DispatcherTest, SubmitBatchQueuesARunAndRefusesWhatDoesNotFit) {
+  DispatcherOptions o = NodeJobOptions();
+  o.queue_capacity = 2;
+  Dispatcher d(engine_.get(), o);
+  const int node = d.NodeFor(engine_->Hash("q"));
+  HoldWorker(node);
+  auto a = MakeSet("q", "1");
+  auto b = MakeSet("q", "2");
+  auto c = MakeSet("q", "3");
+  CacheOp* ops[] = {&a->op, &b->op, &c->op};
+  d.SubmitBatch(ops, 3);
+  // The op past the capacity completed at once, with the error.
+  EXPECT_TRUE(c->done);
+  EXPECT_EQ(c->op.error, Error::kQueueFull);
+  EXPECT_FALSE(a->done);
+  EXPECT_EQ(d.Stats()[node].rejected_queue_full, 1u);
+  Release();
+  d.Stop();
+  d.WaitIdle();
+  ASSERT_TRUE(a->done);
+  ASSERT_TRUE(b->done);
+  EXPECT_EQ(a->op.error, Error::kOk);
+  EXPECT_EQ(b->op.error, Error::kOk);
+  std::string value;
+  ASSERT_TRUE(engine_->Get(engine_->Hash("q"), &value).found);
+  EXPECT_EQ(value, "2");
+
+  auto late = MakeSet("q", "4");
+  CacheOp* after_stop[] = {&late->op};
+  d.SubmitBatch(after_stop, 1);
+  EXPECT_TRUE(late->done);
+  EXPECT_EQ(late->op.error, Error::kShuttingDown);
+}
+
+TEST_F(DispatcherTest, SubmitBatchInDirectModeRunsInlineAndChecksDeadlines) {
+  DispatcherOptions o;
+  o.mode = DispatchMode::kDirect;
+  Dispatcher d(engine_.get(), o);
+  auto set = MakeSet("direct", "v");
+  auto get = MakeGet("direct");
+  auto late = MakeSet("late", "v");
+  late->op.deadline = CacheOp::Clock::time_point::min();
+  CacheOp* ops[] = {&set->op, &get->op, &late->op};
+  d.SubmitBatch(ops, 3);
+  ASSERT_TRUE(set->done && get->done && late->done);
+  EXPECT_EQ(get->out, "v");  // ops run in the order given
+  EXPECT_TRUE(late->op.deadline_exceeded);
+  std::string value;
+  EXPECT_FALSE(engine_->Get(engine_->Hash("late"), &value).found);
+}
+
 }  // namespace
 }  // namespace furrballs::service
