@@ -85,6 +85,14 @@ grpc::ServerUnaryReactor* ServeMulti(CacheService* svc,
   const auto& in = items(rpc->request);
   const size_t n = static_cast<size_t>(in.size());
   if (n == 0) return FinishCounted(svc, rpc, op, start, Status::OK);
+  const size_t max_items = svc->stream_limits().max_batch_ops;
+  if (n > max_items) {
+    return FinishCounted(
+        svc, rpc, op, start,
+        Status(grpc::StatusCode::INVALID_ARGUMENT,
+               absl::StrCat(what, ": ", n, " items, over the limit of ",
+                            max_items, " (--max_batch_ops)")));
+  }
 
   auto* call = new Call;
   call->ops = std::make_unique<CacheOp[]>(n);

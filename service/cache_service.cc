@@ -9,13 +9,13 @@
 namespace furrballs::service {
 
 CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
-                           size_t max_pipeline_in_flight,
+                           const StreamLimits& stream_limits,
                            const TokenAuthenticator* auth)
     : engine_(engine),
       dispatcher_(dispatcher),
       codec_(engine, Limits{engine->options().max_key_bytes,
                             engine->options().max_value_bytes}),
-      max_pipeline_in_flight_(max_pipeline_in_flight),
+      stream_limits_(stream_limits),
       auth_(auth) {}
 
 grpc::Status CacheService::Admit(const std::optional<TokenDigest>& token,
@@ -26,6 +26,17 @@ grpc::Status CacheService::Admit(const std::optional<TokenDigest>& token,
     }
   }
   return ready() ? grpc::Status::OK : Unavailable();
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+CacheService::RefuseStream(const grpc::Status& status) {
+  class Refuse final
+      : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+   public:
+    explicit Refuse(const grpc::Status& status) { Finish(status); }
+    void OnDone() override { delete this; }
+  };
+  return new Refuse(status);
 }
 
 grpc::ServerUnaryReactor* CacheService::Get(grpc::CallbackServerContext* ctx,

@@ -20,7 +20,8 @@
 //
 // The implementation is split by concern: cache_service.cc (the single-op
 // RPCs through one template, service/unary_call.h, and Stats),
-// batch_calls.cc (MultiGet, MultiSet) and pipeline_reactor.cc (the stream).
+// batch_calls.cc (MultiGet, MultiSet), pipeline_reactor.cc and
+// batch_reactor.cc (the streams).
 #ifndef FURRBALLS_SERVICE_CACHE_SERVICE_H_
 #define FURRBALLS_SERVICE_CACHE_SERVICE_H_
 
@@ -51,15 +52,30 @@ using RawCacheService = v1::Cache::WithRawCallbackMethod_Get<
                 v1::Cache::WithRawCallbackMethod_MultiSet<
                     v1::Cache::WithRawCallbackMethod_Pipeline<
                         v1::Cache::WithRawCallbackMethod_Stats<
-                            v1::Cache::Service>>>>>>>>;
+                            v1::Cache::WithRawCallbackMethod_Batch<
+                                v1::Cache::Service>>>>>>>>>;
 
 class CacheService final : public RawCacheService {
  public:
+  // What one stream or batch may hold (the binary's flags of the same names).
+  struct StreamLimits {
+    // Pipeline ops in flight per stream before reading pauses.
+    size_t max_pipeline_in_flight = 256;
+    // Operations in one Batch message, and keys or items in one MultiGet or
+    // MultiSet; more is INVALID_ARGUMENT, before anything is built.
+    size_t max_batch_ops = 4096;
+    // Bytes a Batch stream holds (requests read and answers not yet
+    // written) before it stops reading (service/batch_reactor.cc).
+    size_t max_stream_bytes = size_t{64} << 20;
+    // The largest message; a Batch answer over it is RESOURCE_EXHAUSTED.
+    size_t max_message_bytes = size_t{16} << 20;
+  };
+
   // `engine` and `dispatcher` must outlive the service, and so must `auth`
   // when given: then every Cache call needs a bearer token it accepts
   // (service/token_auth.h); null serves everybody.
   CacheService(FurrBall* engine, Dispatcher* dispatcher,
-               size_t max_pipeline_in_flight,
+               const StreamLimits& stream_limits,
                const TokenAuthenticator* auth = nullptr);
 
   // Until SetReady(true) (and after SetReady(false)) every RPC fails with
@@ -93,6 +109,11 @@ class CacheService final : public RawCacheService {
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* reply) override;
+  // Many ops per message (service/batch_reactor.cc). A frame that does not
+  // parse ends the stream with INVALID_ARGUMENT once every message read
+  // before it has been answered.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Batch(
+      grpc::CallbackServerContext* ctx) override;
 
   // The call's bearer token, when tokens are on (else nullopt: none needed).
   std::optional<TokenDigest> TokenOf(
@@ -110,7 +131,10 @@ class CacheService final : public RawCacheService {
   const RequestCodec& codec() const { return codec_; }
   FurrBall* engine() const { return engine_; }
   Dispatcher* dispatcher() const { return dispatcher_; }
-  size_t max_pipeline_in_flight() const { return max_pipeline_in_flight_; }
+  size_t max_pipeline_in_flight() const {
+    return stream_limits_.max_pipeline_in_flight;
+  }
+  const StreamLimits& stream_limits() const { return stream_limits_; }
 
   // Counts a finished request, from its handler's entry (`start`) to now;
   // called just before the RPC (or pipelined item) is finished, so a client
@@ -123,10 +147,14 @@ class CacheService final : public RawCacheService {
   const RequestStats& request_stats() const { return request_stats_; }
 
  private:
+  // A stream that Admit refused: ends it with `status`.
+  static grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+  RefuseStream(const grpc::Status& status);
+
   FurrBall* const engine_;
   Dispatcher* const dispatcher_;
   const RequestCodec codec_;
-  const size_t max_pipeline_in_flight_;
+  const StreamLimits stream_limits_;
   const TokenAuthenticator* const auth_;
   std::atomic<bool> ready_{false};
   // Mutable like a mutex would be: recording is internally synchronized and

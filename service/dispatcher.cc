@@ -163,9 +163,9 @@ void Dispatcher::SubmitBatch(CacheOp* const* ops, size_t n) {
   }
   size_t begin = 0;
   while (begin < n) {
-    NodeQueue& q = *queues_[NodeFor(ops[begin]->hash)];
+    NodeQueue& q = *queues_[IndexFor(ops[begin]->hash)];
     size_t end = begin + 1;
-    while (end < n && queues_[NodeFor(ops[end]->hash)].get() == &q) ++end;
+    while (end < n && queues_[IndexFor(ops[end]->hash)].get() == &q) ++end;
     // Ops past the queue's capacity are refused; they complete after the
     // lock is released, since on_done may do anything.
     size_t accepted = 0;

@@ -137,7 +137,7 @@ class Dispatcher {
 
   // Hands over many ops at once: on_done runs for every one of them, a
   // refused op's with its error (kQueueFull, kShuttingDown) set. The ops
-  // should be ordered by NodeFor(op->hash): each run of one node's ops is
+  // should be ordered by IndexFor(op->hash): each run of one node's ops is
   // appended to its queue under one lock acquisition, and in direct mode the
   // clock is read once for the whole call to check the deadlines. Per-key
   // order is the ops' order. The array may be freed by the last on_done: it
@@ -151,6 +151,10 @@ class Dispatcher {
 
   // The id of the node whose worker runs ops on `h`.
   int NodeFor(const HashPair& h) const;
+  // The index of `h`'s node queue, in [0, queue_count()): for grouping ops
+  // by node before SubmitBatch.
+  int IndexFor(const HashPair& h) const;
+  int queue_count() const { return static_cast<int>(queues_.size()); }
   // One entry per node, in index order (FurrBall::router()).
   std::vector<DispatchStats> Stats() const;
   const DispatcherOptions& options() const { return options_; }
@@ -158,8 +162,6 @@ class Dispatcher {
  private:
   struct NodeQueue;
 
-  // The index of the queue of `h`'s node.
-  int IndexFor(const HashPair& h) const;
   static void DrainThunk(void* node_queue);
   void Drain(NodeQueue& q);
   void ExecuteBatch(CacheOp** batch, size_t n, NodeQueue& q);

@@ -291,7 +291,7 @@ TEST_F(DispatcherTest, SubmitBatchQueuesARunAndRefusesWhatDoesNotFit) {
   EXPECT_EQ(a->op.error, Error::kOk);
   EXPECT_EQ(b->op.error, Error::kOk);
   std::string value;
-  ASSERT_TRUE(engine_->Get(engine_->Hash("q"), &value).found);
+  ASSERT_TRUE(engine_->Get(engine_->Ref("q"), &value).found);
   EXPECT_EQ(value, "2");
 
   auto late = MakeSet("q", "4");
@@ -315,7 +315,7 @@ TEST_F(DispatcherTest, SubmitBatchInDirectModeRunsInlineAndChecksDeadlines) {
   EXPECT_EQ(get->out, "v");  // ops run in the order given
   EXPECT_TRUE(late->op.deadline_exceeded);
   std::string value;
-  EXPECT_FALSE(engine_->Get(engine_->Hash("late"), &value).found);
+  EXPECT_FALSE(engine_->Get(engine_->Ref("late"), &value).found);
 }
 
 }  // namespace

@@ -101,6 +101,15 @@ ABSL_FLAG(int, max_concurrent_streams, 1024,
           "HTTP/2 streams per client connection.");
 ABSL_FLAG(uint64_t, max_pipeline_in_flight, 256,
           "Pipeline ops in flight per stream before reading pauses.");
+ABSL_FLAG(uint64_t, max_batch_ops, 4096,
+          "Operations in one Batch message, and keys or items in one "
+          "MultiGet or MultiSet; more is INVALID_ARGUMENT, answered before "
+          "anything is built for it.");
+ABSL_FLAG(uint64_t, max_stream_bytes, 64 << 20,
+          "Bytes one Batch stream may hold (requests read and answers not "
+          "yet written; a read message is counted with the largest answer "
+          "it can have) before the server stops reading it: a client that "
+          "stops reading holds at most this plus one message's share.");
 ABSL_FLAG(uint64_t, keepalive_min_ping_ms, 10000,
           "Clients pinging more often than this are disconnected.");
 ABSL_FLAG(uint64_t, shutdown_deadline_ms, 10000,
@@ -315,7 +324,17 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
         o.engine.max_value_bytes));
   }
   o.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
-  o.max_pipeline_in_flight = absl::GetFlag(FLAGS_max_pipeline_in_flight);
+  o.stream_limits.max_pipeline_in_flight =
+      absl::GetFlag(FLAGS_max_pipeline_in_flight);
+  o.stream_limits.max_batch_ops = absl::GetFlag(FLAGS_max_batch_ops);
+  o.stream_limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
+  if (o.stream_limits.max_pipeline_in_flight == 0 ||
+      o.stream_limits.max_batch_ops == 0 ||
+      o.stream_limits.max_stream_bytes == 0) {
+    return absl::InvalidArgumentError(
+        "--max_pipeline_in_flight, --max_batch_ops and --max_stream_bytes "
+        "must be at least 1");
+  }
   o.keepalive_min_ping_interval =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_ms));
   o.shutdown_deadline =

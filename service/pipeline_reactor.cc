@@ -257,13 +257,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 CacheService::Pipeline(grpc::CallbackServerContext* ctx) {
   if (Status s = Admit(TokenOf(*ctx), Access::kRead, "Pipeline"); !s.ok()) {
     RecordRequest(RequestOp::kPipeline, RequestStats::Clock::now(), s);
-    class Refuse final
-        : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
-     public:
-      explicit Refuse(const Status& status) { Finish(status); }
-      void OnDone() override { delete this; }
-    };
-    return new Refuse(s);
+    return RefuseStream(s);
   }
   return new PipelineReactor(this, ctx);
 }

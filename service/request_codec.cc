@@ -35,14 +35,14 @@ Status RequestCodec::DecodeGet(absl::string_view key, absl::string_view what,
   return Status::OK;
 }
 
-Status RequestCodec::DecodeSet(const v1::SetRequest& request,
+Status RequestCodec::DecodeSet(absl::string_view key, absl::string_view value,
+                               uint64_t ttl_ms, int mode,
+                               uint64_t expected_version,
                                absl::string_view what, CacheOp& op) const {
-  if (Status s = ValidateKey(request.key(), what, limits_); !s.ok()) return s;
-  if (Status s = ValidateValue(request.value(), what, limits_); !s.ok()) {
-    return s;
-  }
-  if (Status s = ValidateTtl(request.ttl_ms(), what); !s.ok()) return s;
-  switch (request.mode()) {
+  if (Status s = ValidateKey(key, what, limits_); !s.ok()) return s;
+  if (Status s = ValidateValue(value, what, limits_); !s.ok()) return s;
+  if (Status s = ValidateTtl(ttl_ms, what); !s.ok()) return s;
+  switch (mode) {
     case v1::SET_ALWAYS:
       op.write.mode = SetMode::kAlways;
       break;
@@ -54,16 +54,61 @@ Status RequestCodec::DecodeSet(const v1::SetRequest& request,
       break;
     default:
       return Status(StatusCode::INVALID_ARGUMENT,
-                    absl::StrCat(what, ": unknown mode ",
-                                 static_cast<int>(request.mode())));
+                    absl::StrCat(what, ": unknown mode ", mode));
   }
   op.kind = OpKind::kSet;
-  op.value = request.value();
-  op.write.ttl_ms = request.ttl_ms();
-  op.write.expected_version = request.expected_version();
-  op.hash = Hash(request.key());
-  op.key = request.key();
+  op.value = std::string_view(value.data(), value.size());
+  op.write.ttl_ms = ttl_ms;
+  op.write.expected_version = expected_version;
+  op.hash = Hash(key);
+  op.key = std::string_view(key.data(), key.size());
   return Status::OK;
+}
+
+Status RequestCodec::DecodeSet(const v1::SetRequest& request,
+                               absl::string_view what, CacheOp& op) const {
+  return DecodeSet(request.key(), request.value(), request.ttl_ms(),
+                   request.mode(), request.expected_version(), what, op);
+}
+
+Status RequestCodec::DecodeDelete(absl::string_view key,
+                                  absl::string_view what, CacheOp& op) const {
+  if (Status s = ValidateKey(key, what, limits_); !s.ok()) return s;
+  op.kind = OpKind::kDelete;
+  op.hash = Hash(key);
+  op.key = std::string_view(key.data(), key.size());
+  return Status::OK;
+}
+
+Status RequestCodec::DecodeTouch(absl::string_view key, uint64_t ttl_ms,
+                                 absl::string_view what, CacheOp& op) const {
+  if (Status s = ValidateKey(key, what, limits_); !s.ok()) return s;
+  if (Status s = ValidateTtl(ttl_ms, what); !s.ok()) return s;
+  op.kind = OpKind::kTouch;
+  op.ttl_ms = ttl_ms;
+  op.hash = Hash(key);
+  op.key = std::string_view(key.data(), key.size());
+  return Status::OK;
+}
+
+Status RequestCodec::Decode(const OpView& request, absl::string_view what,
+                            CacheOp& op, std::string* value_out) const {
+  switch (request.kind) {
+    case OpView::Kind::kGet:
+      return DecodeGet(request.key, what, op, value_out);
+    case OpView::Kind::kSet:
+      return DecodeSet(request.key, request.value, request.ttl_ms,
+                       request.mode, request.expected_version, what, op);
+    case OpView::Kind::kDelete:
+      return DecodeDelete(request.key, what, op);
+    case OpView::Kind::kTouch:
+      return DecodeTouch(request.key, request.ttl_ms, what, op);
+    case OpView::Kind::kNone:
+      break;
+  }
+  return Status(StatusCode::INVALID_ARGUMENT,
+                absl::StrCat(what, ": operation has no Get, Set, Delete or "
+                                   "Touch set"));
 }
 
 Status RequestCodec::Decode(const v1::GetRequest& request,
@@ -81,23 +126,13 @@ Status RequestCodec::Decode(const v1::SetRequest& request,
 Status RequestCodec::Decode(const v1::DeleteRequest& request,
                             absl::string_view what, CacheOp& op,
                             v1::DeleteResponse*) const {
-  if (Status s = ValidateKey(request.key(), what, limits_); !s.ok()) return s;
-  op.kind = OpKind::kDelete;
-  op.hash = Hash(request.key());
-  op.key = request.key();
-  return Status::OK;
+  return DecodeDelete(request.key(), what, op);
 }
 
 Status RequestCodec::Decode(const v1::TouchRequest& request,
                             absl::string_view what, CacheOp& op,
                             v1::TouchResponse*) const {
-  if (Status s = ValidateKey(request.key(), what, limits_); !s.ok()) return s;
-  if (Status s = ValidateTtl(request.ttl_ms(), what); !s.ok()) return s;
-  op.kind = OpKind::kTouch;
-  op.ttl_ms = request.ttl_ms();
-  op.hash = Hash(request.key());
-  op.key = request.key();
-  return Status::OK;
+  return DecodeTouch(request.key(), request.ttl_ms(), what, op);
 }
 
 Status RequestCodec::Decode(const v1::PipelineRequest& request, CacheOp& op,
@@ -167,6 +202,41 @@ void RequestCodec::Encode(const CacheOp& op, const Status& status,
       Encode(op, response->mutable_touch());
       break;
   }
+}
+
+OpAnswer RequestCodec::Answer(const CacheOp& op, StatusCode code,
+                              absl::string_view message, uint64_t id,
+                              absl::string_view value) {
+  OpAnswer a;
+  a.id = id;
+  a.code = static_cast<int32_t>(code);
+  if (code != StatusCode::OK) {
+    a.message = message;
+    return a;
+  }
+  switch (op.kind) {
+    case OpKind::kGet:
+      a.kind = OpAnswer::Kind::kGet;
+      a.found = op.get.found;
+      if (op.get.found) {
+        a.value = value;
+        a.version = op.get.version;
+        a.ttl_remaining_ms = op.get.ttl_remaining_ms;
+      }
+      break;
+    case OpKind::kSet:
+      a.kind = OpAnswer::Kind::kSet;
+      a.version = op.set.version;
+      break;
+    case OpKind::kDelete:
+      a.kind = OpAnswer::Kind::kDelete;
+      a.deleted = op.del.deleted;
+      break;
+    case OpKind::kTouch:
+      a.kind = OpAnswer::Kind::kTouch;
+      break;
+  }
+  return a;
 }
 
 Status RequestCodec::StatusOf(const CacheOp& op, absl::string_view what) const {

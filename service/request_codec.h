@@ -20,6 +20,7 @@
 
 #include "engine/furrball/furrball.h"
 #include "furrballs/v1/furrballs.pb.h"
+#include "service/batch_wire.h"
 #include "service/dispatcher.h"
 #include "service/status_mapping.h"
 
@@ -59,6 +60,10 @@ class RequestCodec {
                          CacheOp& op, std::string* value_out) const;
   grpc::Status DecodeSet(const v1::SetRequest& request, absl::string_view what,
                          CacheOp& op) const;
+  // One op of a Batch request (service/batch_wire.h); a Get's value goes to
+  // `value_out`.
+  grpc::Status Decode(const OpView& request, absl::string_view what,
+                      CacheOp& op, std::string* value_out) const;
   // A pipelined op; its Get value goes to response->get().
   grpc::Status Decode(const v1::PipelineRequest& request, CacheOp& op,
                       v1::PipelineResponse* response) const;
@@ -74,6 +79,14 @@ class RequestCodec {
   static void Encode(const CacheOp& op, const grpc::Status& status,
                      v1::PipelineResponse* response);
 
+  // The answer to one op of a Batch, for batch_wire's encoder: `code` and
+  // `message` are the op's status (grpc::Status returns its message by
+  // value, so the caller keeps it), a Get's value is `value` (the op's
+  // value_out). Its views must outlive it.
+  static OpAnswer Answer(const CacheOp& op, grpc::StatusCode code,
+                         absl::string_view message, uint64_t id,
+                         absl::string_view value);
+
   // Records a failed batch item's status in its result: a GetResponse (whose
   // found stays false: a failed read writes nothing into it) or a SetResult.
   template <typename Result>
@@ -88,6 +101,14 @@ class RequestCodec {
   grpc::Status SubmitStatus(Error error, absl::string_view what) const;
 
  private:
+  grpc::Status DecodeSet(absl::string_view key, absl::string_view value,
+                         uint64_t ttl_ms, int mode, uint64_t expected_version,
+                         absl::string_view what, CacheOp& op) const;
+  grpc::Status DecodeDelete(absl::string_view key, absl::string_view what,
+                            CacheOp& op) const;
+  grpc::Status DecodeTouch(absl::string_view key, uint64_t ttl_ms,
+                           absl::string_view what, CacheOp& op) const;
+
   HashPair Hash(absl::string_view key) const {
     return engine_->Hash(std::string_view(key.data(), key.size()));
   }

@@ -61,7 +61,7 @@ void AddShared(std::atomic<uint64_t>& counter, uint64_t n) {
 
 constexpr std::string_view kOpNames[kRequestOpCount] = {
     "get", "set", "delete", "touch", "multi_get", "multi_set", "pipeline",
-    "stats"};
+    "stats", "batch"};
 
 constexpr std::string_view kCodeNames[kStatusCodeCount] = {
     "OK",

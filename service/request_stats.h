@@ -38,7 +38,8 @@
 namespace furrballs::service {
 
 // The RPC a request belongs to. A pipelined stream counts each of its items
-// (and a refused stream) under kPipeline.
+// (and a refused stream) under kPipeline; a Batch stream counts each of its
+// messages (and a refused stream) under kBatch.
 enum class RequestOp : uint8_t {
   kGet = 0,
   kSet,
@@ -48,11 +49,12 @@ enum class RequestOp : uint8_t {
   kMultiSet,
   kPipeline,
   kStats,
+  kBatch,
 };
-inline constexpr int kRequestOpCount = 8;
+inline constexpr int kRequestOpCount = 9;
 
 // "get", "set", "delete", "touch", "multi_get", "multi_set", "pipeline",
-// "stats": the `op` label values.
+// "stats", "batch": the `op` label values.
 std::string_view RequestOpName(RequestOp op);
 
 // gRPC status codes are 0 (OK) .. 16 (UNAUTHENTICATED).

@@ -52,6 +52,7 @@ TEST(RequestStatsNamesTest, LabelValues) {
   EXPECT_EQ(RequestOpName(RequestOp::kGet), "get");
   EXPECT_EQ(RequestOpName(RequestOp::kMultiSet), "multi_set");
   EXPECT_EQ(RequestOpName(RequestOp::kStats), "stats");
+  EXPECT_EQ(RequestOpName(RequestOp::kBatch), "batch");
   EXPECT_EQ(StatusCodeName(0), "OK");
   EXPECT_EQ(StatusCodeName(3), "INVALID_ARGUMENT");
   EXPECT_EQ(StatusCodeName(8), "RESOURCE_EXHAUSTED");

@@ -63,9 +63,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   server->engine_ = std::move(*engine);
   server->dispatcher_ =
       std::make_unique<Dispatcher>(server->engine_.get(), options.dispatch);
+  CacheService::StreamLimits stream_limits = options.stream_limits;
+  stream_limits.max_message_bytes = options.max_message_bytes;
   server->service_ = std::make_unique<CacheService>(
-      server->engine_.get(), server->dispatcher_.get(),
-      options.max_pipeline_in_flight, server->auth_.get());
+      server->engine_.get(), server->dispatcher_.get(), stream_limits,
+      server->auth_.get());
 
   server->server_ =
       BuildGrpcServer(options, server->service_.get(), &server->port_);

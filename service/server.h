@@ -35,8 +35,9 @@ struct ServerOptions {
   size_t max_message_bytes = size_t{16} << 20;
   // HTTP/2 streams per connection.
   int max_concurrent_streams = 1024;
-  // Pipeline ops in flight per stream before reading pauses.
-  size_t max_pipeline_in_flight = 256;
+  // Per-stream and per-batch bounds (CacheService::StreamLimits; its
+  // max_message_bytes is set from max_message_bytes above).
+  CacheService::StreamLimits stream_limits;
   // Keepalive enforcement: clients pinging more often than this are sent
   // GOAWAY (after a few strikes).
   std::chrono::milliseconds keepalive_min_ping_interval{10000};

@@ -9,6 +9,26 @@ SET_ALWAYS: SetMode
 SET_IF_ABSENT: SetMode
 SET_IF_VERSION: SetMode
 
+class BatchRequest(_message.Message):
+    __slots__ = ["id", "ops"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    ops: _containers.RepeatedCompositeFieldContainer[PipelineRequest]
+    def __init__(self, id: _Optional[int] = ..., ops: _Optional[_Iterable[_Union[PipelineRequest, _Mapping]]] = ...) -> None: ...
+
+class BatchResponse(_message.Message):
+    __slots__ = ["code", "id", "message", "results"]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    id: int
+    message: str
+    results: _containers.RepeatedCompositeFieldContainer[PipelineResponse]
+    def __init__(self, id: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[PipelineResponse, _Mapping]]] = ...) -> None: ...
+
 class DeleteRequest(_message.Message):
     __slots__ = ["key"]
     KEY_FIELD_NUMBER: _ClassVar[int]

@@ -54,6 +54,11 @@ class CacheStub(object):
                 request_serializer=furrballs_dot_v1_dot_furrballs__pb2.StatsRequest.SerializeToString,
                 response_deserializer=furrballs_dot_v1_dot_furrballs__pb2.StatsResponse.FromString,
                 )
+        self.Batch = channel.stream_stream(
+                '/furrballs.v1.Cache/Batch',
+                request_serializer=furrballs_dot_v1_dot_furrballs__pb2.BatchRequest.SerializeToString,
+                response_deserializer=furrballs_dot_v1_dot_furrballs__pb2.BatchResponse.FromString,
+                )
 
 
 class CacheServicer(object):
@@ -119,6 +124,20 @@ class CacheServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Batch(self, request_iterator, context):
+        """Many operations per message on one stream. Each BatchRequest is answered
+        by one BatchResponse with the same id, carrying one result per operation
+        in request order; responses to different requests may arrive in any
+        order. The cheapest way to send many operations: the server decodes,
+        runs and encodes a whole message at once. A request over the server's
+        limits (--max_batch_ops operations, or an answer over the largest
+        message) is answered with a code for the whole message and no results;
+        the stream stays open.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CacheServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -161,6 +180,11 @@ def add_CacheServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=furrballs_dot_v1_dot_furrballs__pb2.StatsRequest.FromString,
                     response_serializer=furrballs_dot_v1_dot_furrballs__pb2.StatsResponse.SerializeToString,
+            ),
+            'Batch': grpc.stream_stream_rpc_method_handler(
+                    servicer.Batch,
+                    request_deserializer=furrballs_dot_v1_dot_furrballs__pb2.BatchRequest.FromString,
+                    response_serializer=furrballs_dot_v1_dot_furrballs__pb2.BatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -305,5 +329,22 @@ class Cache(object):
         return grpc.experimental.unary_unary(request, target, '/furrballs.v1.Cache/Stats',
             furrballs_dot_v1_dot_furrballs__pb2.StatsRequest.SerializeToString,
             furrballs_dot_v1_dot_furrballs__pb2.StatsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Batch(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/furrballs.v1.Cache/Batch',
+            furrballs_dot_v1_dot_furrballs__pb2.BatchRequest.SerializeToString,
+            furrballs_dot_v1_dot_furrballs__pb2.BatchResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,344 @@
+// End-to-end tests of the Batch stream on a real server on loopback (a
+// simulated 4-node topology, both dispatch modes), driven through the
+// generated stub: per-op answers in order across nodes, the limits, a frame
+// that does not parse, and a client that stops reading.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "furrballs/v1/furrballs.grpc.pb.h"
+#include "service/server.h"
+
+namespace furrballs::service {
+namespace {
+
+using grpc::ClientContext;
+using grpc::StatusCode;
+namespace v1 = ::furrballs::v1;
+
+ServerOptions TestOptions(DispatchMode mode) {
+  ServerOptions o;
+  o.listen_address = "127.0.0.1:0";
+  o.engine.memory_budget_bytes = size_t{64} << 20;
+  o.engine.page_size_bytes = size_t{2} << 20;
+  o.engine.simulate_topology = true;
+  o.engine.node_count = 4;
+  o.engine.pin_workers = false;
+  o.dispatch.mode = mode;
+  o.shutdown_deadline = std::chrono::milliseconds(5000);
+  return o;
+}
+
+class BatchTest : public ::testing::TestWithParam<DispatchMode> {
+ protected:
+  void StartServer(const ServerOptions& options) {
+    auto server = Server::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    channel_ = grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(server_->port()),
+        grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::Cache::NewStub(channel_);
+  }
+
+  void SetUp() override { StartServer(TestOptions(GetParam())); }
+
+  // Sends `request` on a fresh stream and returns the one answer.
+  v1::BatchResponse RoundTrip(const v1::BatchRequest& request) {
+    ClientContext ctx;
+    auto stream = stub_->Batch(&ctx);
+    EXPECT_TRUE(stream->Write(request));
+    stream->WritesDone();
+    v1::BatchResponse response;
+    EXPECT_TRUE(stream->Read(&response));
+    v1::BatchResponse extra;
+    EXPECT_FALSE(stream->Read(&extra));
+    grpc::Status s = stream->Finish();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response;
+  }
+
+  uint64_t BatchesAnswered(StatusCode code) const {
+    return server_->request_stats()
+        .Snapshot()
+        .requests[static_cast<int>(RequestOp::kBatch)][code];
+  }
+
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Cache::Stub> stub_;
+};
+
+TEST_P(BatchTest, EveryOpIsAnsweredInRequestOrderAcrossNodes) {
+  constexpr int kKeys = 64;
+  v1::BatchRequest sets;
+  sets.set_id(7);
+  for (int i = 0; i < kKeys; ++i) {
+    v1::PipelineRequest* op = sets.add_ops();
+    op->set_id(1000 + i);
+    op->mutable_set()->set_key("b" + std::to_string(i));
+    op->mutable_set()->set_value("value-" + std::to_string(i));
+    if (i == 3) op->mutable_set()->set_ttl_ms(60'000);
+  }
+  v1::BatchResponse written = RoundTrip(sets);
+  EXPECT_EQ(written.id(), 7u);
+  EXPECT_EQ(written.code(), 0);
+  ASSERT_EQ(written.results_size(), kKeys);
+  for (int i = 0; i < kKeys; ++i) {
+    EXPECT_EQ(written.results(i).id(), uint64_t(1000 + i));
+    EXPECT_EQ(written.results(i).code(), 0) << written.results(i).message();
+    EXPECT_GT(written.results(i).set().version(), 0u);
+  }
+
+  // Gets of every key (and a miss), a failing conditional write, a Delete,
+  // a Touch, a bad key and an op with nothing set, in one message.
+  v1::BatchRequest mixed;
+  mixed.set_id(8);
+  for (int i = 0; i < kKeys; ++i) {
+    mixed.add_ops()->mutable_get()->set_key("b" + std::to_string(i));
+  }
+  mixed.add_ops()->mutable_get()->set_key("missing");
+  v1::SetRequest* cas = mixed.add_ops()->mutable_set();
+  cas->set_key("b0");
+  cas->set_value("x");
+  cas->set_mode(v1::SET_IF_VERSION);
+  cas->set_expected_version(written.results(0).set().version() + 100);
+  mixed.add_ops()->mutable_delete_()->set_key("b1");
+  v1::TouchRequest* touch = mixed.add_ops()->mutable_touch();
+  touch->set_key("b2");
+  touch->set_ttl_ms(5'000);
+  mixed.add_ops()->mutable_get()->set_key("");
+  mixed.add_ops();
+  mixed.add_ops()->mutable_get()->set_key("b1");  // after its Delete
+
+  v1::BatchResponse answered = RoundTrip(mixed);
+  EXPECT_EQ(answered.id(), 8u);
+  ASSERT_EQ(answered.results_size(), mixed.ops_size());
+  for (int i = 0; i < kKeys; ++i) {
+    const v1::PipelineResponse& r = answered.results(i);
+    ASSERT_EQ(r.code(), 0) << r.message();
+    EXPECT_TRUE(r.get().found()) << i;
+    EXPECT_EQ(r.get().value(), "value-" + std::to_string(i));
+    EXPECT_EQ(r.get().version(), written.results(i).set().version());
+  }
+  EXPECT_GT(answered.results(3).get().ttl_remaining_ms(), 0u);
+  int next = kKeys;
+  EXPECT_FALSE(answered.results(next++).get().found());
+  EXPECT_EQ(answered.results(next++).code(), StatusCode::ABORTED);
+  EXPECT_TRUE(answered.results(next++).delete_().deleted());
+  EXPECT_TRUE(answered.results(next++).has_touch());
+  const v1::PipelineResponse& empty_key = answered.results(next++);
+  EXPECT_EQ(empty_key.code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(empty_key.message().find("key is empty"), std::string::npos)
+      << empty_key.message();
+  EXPECT_EQ(answered.results(next++).code(), StatusCode::INVALID_ARGUMENT);
+  // Per-key order is request order, also when the ops run on node workers.
+  EXPECT_FALSE(answered.results(next++).get().found());
+}
+
+TEST_P(BatchTest, ManyMessagesOnOneStreamAreAnsweredWithTheirIds) {
+  ClientContext ctx;
+  auto stream = stub_->Batch(&ctx);
+  constexpr int kMessages = 50;
+  std::thread writer([&] {
+    for (int m = 0; m < kMessages; ++m) {
+      v1::BatchRequest request;
+      request.set_id(m);
+      for (int i = 0; i < 16; ++i) {
+        v1::SetRequest* set = request.add_ops()->mutable_set();
+        set->set_key("s" + std::to_string(m) + "/" + std::to_string(i));
+        set->set_value("v");
+      }
+      ASSERT_TRUE(stream->Write(request));
+    }
+    stream->WritesDone();
+  });
+  std::vector<bool> seen(kMessages);
+  v1::BatchResponse response;
+  int answers = 0;
+  while (stream->Read(&response)) {
+    ASSERT_LT(response.id(), uint64_t{kMessages});
+    EXPECT_FALSE(seen[response.id()]);
+    seen[response.id()] = true;
+    EXPECT_EQ(response.results_size(), 16);
+    ++answers;
+  }
+  writer.join();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(answers, kMessages);
+  EXPECT_EQ(BatchesAnswered(StatusCode::OK), uint64_t{kMessages});
+}
+
+TEST_P(BatchTest, TooManyOpsIsInvalidArgumentNamingTheLimitAndTheStreamGoesOn) {
+  ServerOptions o = TestOptions(GetParam());
+  o.stream_limits.max_batch_ops = 8;
+  server_.reset();
+  StartServer(o);
+
+  ClientContext ctx;
+  auto stream = stub_->Batch(&ctx);
+  v1::BatchRequest big;
+  big.set_id(1);
+  for (int i = 0; i < 9; ++i) big.add_ops()->mutable_get()->set_key("k");
+  ASSERT_TRUE(stream->Write(big));
+  v1::BatchResponse refused;
+  ASSERT_TRUE(stream->Read(&refused));
+  EXPECT_EQ(refused.id(), 1u);
+  EXPECT_EQ(refused.code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.message(),
+            "Batch: 9 operations, over the limit of 8 (--max_batch_ops)");
+  EXPECT_EQ(refused.results_size(), 0);
+
+  v1::BatchRequest fits;
+  fits.set_id(2);
+  for (int i = 0; i < 8; ++i) fits.add_ops()->mutable_get()->set_key("k");
+  ASSERT_TRUE(stream->Write(fits));
+  v1::BatchResponse answered;
+  ASSERT_TRUE(stream->Read(&answered));
+  EXPECT_EQ(answered.code(), 0);
+  EXPECT_EQ(answered.results_size(), 8);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+
+  // MultiGet and MultiSet share the limit.
+  ClientContext multi_ctx;
+  v1::MultiGetRequest multi;
+  for (int i = 0; i < 9; ++i) multi.add_keys("k");
+  v1::MultiGetResponse multi_response;
+  grpc::Status s = stub_->MultiGet(&multi_ctx, multi, &multi_response);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "MultiGet: 9 items, over the limit of 8 (--max_batch_ops)");
+}
+
+TEST_P(BatchTest, AnAnswerOverTheLargestMessageIsResourceExhausted) {
+  ServerOptions o = TestOptions(GetParam());
+  o.engine.max_value_bytes = 64 << 10;
+  o.max_message_bytes = 200 << 10;
+  server_.reset();
+  StartServer(o);
+
+  v1::BatchRequest set;
+  v1::SetRequest* item = set.add_ops()->mutable_set();
+  item->set_key("big");
+  item->set_value(std::string(60 << 10, 'x'));
+  ASSERT_EQ(RoundTrip(set).results(0).code(), 0);
+
+  v1::BatchRequest gets;
+  for (int i = 0; i < 4; ++i) gets.add_ops()->mutable_get()->set_key("big");
+  v1::BatchResponse refused = RoundTrip(gets);
+  EXPECT_EQ(refused.code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.message().find("over the largest message of 204800 bytes "
+                                   "(--max_message_bytes)"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_EQ(refused.results_size(), 0);
+
+  gets.mutable_ops()->DeleteSubrange(0, 1);
+  EXPECT_EQ(RoundTrip(gets).results_size(), 3);
+}
+
+TEST_P(BatchTest, AFrameThatDoesNotParseEndsTheStreamWithAnError) {
+  grpc::GenericStub generic(channel_);
+  ClientContext ctx;
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareCall(&ctx, "/furrballs.v1.Cache/Batch", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(&ctx);
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::Slice bad(std::string("\x12\x05" "ab", 4));
+  grpc::ByteBuffer frame(&bad, 1);
+  call->Write(frame, &ctx);
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  grpc::ByteBuffer ignored;
+  call->Read(&ignored, &ctx);
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  EXPECT_FALSE(ok);  // no answer: the stream ended
+  grpc::Status status;
+  call->Finish(&status, &ctx);
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  EXPECT_EQ(status.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("could not be parsed"),
+            std::string::npos)
+      << status.error_message();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+// A client that writes and never reads. The server must stop reading its
+// stream once it holds --max_stream_bytes, so it answers only a bounded
+// number of messages instead of its memory growing with them. Without the bound every
+// message is read and answered within milliseconds; the test watches for
+// two seconds that this does not happen (a slow machine only makes the
+// bounded server look more bounded, never the unbounded one pass).
+TEST_P(BatchTest, AClientThatStopsReadingStallsOnlyItself) {
+  ServerOptions o = TestOptions(GetParam());
+  o.engine.max_value_bytes = 64 << 10;
+  o.stream_limits.max_stream_bytes = 1 << 20;
+  server_.reset();
+  StartServer(o);
+  v1::BatchRequest set;
+  v1::SetRequest* item = set.add_ops()->mutable_set();
+  item->set_key("v");
+  item->set_value(std::string(64 << 10, 'x'));
+  ASSERT_EQ(RoundTrip(set).results(0).code(), 0);
+  const uint64_t before = BatchesAnswered(StatusCode::OK);
+
+  // Each message asks for 1 MiB of answer: 16 Gets of 64 KiB.
+  v1::BatchRequest gets;
+  for (int i = 0; i < 16; ++i) gets.add_ops()->mutable_get()->set_key("v");
+  constexpr int kMessages = 200;  // 200 MiB of answers if all were built
+  ClientContext stuck_ctx;
+  auto stuck = stub_->Batch(&stuck_ctx);
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    for (int m = 0; m < kMessages; ++m) {
+      if (!stuck->Write(gets)) return;
+      written.fetch_add(1);
+    }
+  });
+
+  // The requests are small (200 × ~100 bytes fit in HTTP/2's windows), so
+  // the client delivers them all; what the bound stops is the server
+  // reading them and building their answers.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  uint64_t answered = 0;
+  while (std::chrono::steady_clock::now() < until && answered < kMessages) {
+    std::this_thread::yield();
+    answered = BatchesAnswered(StatusCode::OK) - before;
+  }
+  // 1 MiB held, plus what gRPC's transport took once written to it.
+  EXPECT_GE(answered, 1u);
+  EXPECT_LE(answered, 40u) << "of " << written.load() << " written";
+  // Other streams and calls on the same connection are served meanwhile.
+  v1::BatchRequest other;
+  other.add_ops()->mutable_get()->set_key("v");
+  EXPECT_TRUE(RoundTrip(other).results(0).get().found());
+
+  stuck_ctx.TryCancel();
+  writer.join();
+  stuck->Finish();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, BatchTest,
+                         ::testing::Values(DispatchMode::kDirect,
+                                           DispatchMode::kNodeJob),
+                         [](const auto& info) {
+                           return info.param == DispatchMode::kDirect
+                                      ? "direct"
+                                      : "nodejob";
+                         });
+
+}  // namespace
+}  // namespace furrballs::service
