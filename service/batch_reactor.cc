@@ -78,7 +78,7 @@ class BatchReactor final
     size_t op_count = 0;
     const bool parsed = ParseBatchRequest(
         call->request_bytes, service_->stream_limits().max_batch_ops,
-        &call->id, &call->views, &op_count);
+        &call->id, &call->timeout_ms, &call->views, &op_count);
     if (!parsed && op_count <= service_->stream_limits().max_batch_ops) {
       ReleaseCall(call);
       EndReads(BadFrame());
@@ -151,6 +151,7 @@ class BatchReactor final
     BatchReactor* reactor = nullptr;
     std::string request_bytes;
     uint64_t id = 0;
+    uint64_t timeout_ms = 0;
     std::vector<OpView> views;
     std::vector<CacheOp> ops;
     std::vector<std::string> values;  // Gets' values, indexed like ops
@@ -240,7 +241,11 @@ class BatchReactor final
     call->by_node.resize(n);
     const int nodes = service_->dispatcher()->queue_count();
     call->node_start.assign(static_cast<size_t>(nodes) + 1, 0);
-    const CacheOp::Clock::time_point deadline = SteadyDeadline(ctx_);
+    CacheOp::Clock::time_point deadline = SteadyDeadline(ctx_);
+    if (call->timeout_ms > 0) {
+      deadline = std::min(deadline, call->start + std::chrono::milliseconds(
+                                                      call->timeout_ms));
+    }
     size_t valid = 0;
     for (size_t i = 0; i < n; ++i) {
       CacheOp& op = call->ops[i];

@@ -231,9 +231,11 @@ uint32_t ResultField(OpAnswer::Kind kind) {
 }  // namespace
 
 bool ParseBatchRequest(absl::string_view bytes, size_t max_ops, uint64_t* id,
-                       std::vector<OpView>* ops, size_t* op_count) {
+                       uint64_t* timeout_ms, std::vector<OpView>* ops,
+                       size_t* op_count) {
   ops->clear();
   *id = 0;
+  *timeout_ms = 0;
   *op_count = 0;
   // The ops are counted first so that an over-large batch is refused before
   // its views are built; the id is read too, for the refusal.
@@ -255,6 +257,8 @@ bool ParseBatchRequest(absl::string_view bytes, size_t max_ops, uint64_t* id,
     if (!in.Tag(&field, &wire_type)) return false;
     if (field == 1 && wire_type == kVarint) {
       if (!in.Varint(id)) return false;
+    } else if (field == 3 && wire_type == kVarint) {
+      if (!in.Varint(timeout_ms)) return false;
     } else if (field == 2 && wire_type == kLengthDelimited) {
       absl::string_view op;
       if (!in.Bytes(&op)) return false;

@@ -44,8 +44,10 @@ struct OpView {
 // encoding, or if it holds more than `max_ops` ops (then *op_count is how
 // many it holds, *id is read and `ops` is empty), so that an over-large
 // batch is refused before anything is built for it.
+// *timeout_ms is the request's timeout_ms (0 when absent).
 bool ParseBatchRequest(absl::string_view bytes, size_t max_ops, uint64_t* id,
-                       std::vector<OpView>* ops, size_t* op_count);
+                       uint64_t* timeout_ms, std::vector<OpView>* ops,
+                       size_t* op_count);
 
 // The answer to one op, as the encoder reads it.
 struct OpAnswer {

@@ -18,6 +18,7 @@ namespace {
 TEST(BatchWireTest, ReadsWhatProtobufWrites) {
   v1::BatchRequest request;
   request.set_id(77);
+  request.set_timeout_ms(250);
   v1::PipelineRequest* get = request.add_ops();
   get->set_id(1);
   get->mutable_get()->set_key("alpha");
@@ -36,10 +37,12 @@ TEST(BatchWireTest, ReadsWhatProtobufWrites) {
   const std::string bytes = request.SerializeAsString();
 
   uint64_t id = 0;
+  uint64_t timeout_ms = 0;
   size_t count = 0;
   std::vector<OpView> ops;
-  ASSERT_TRUE(ParseBatchRequest(bytes, 100, &id, &ops, &count));
+  ASSERT_TRUE(ParseBatchRequest(bytes, 100, &id, &timeout_ms, &ops, &count));
   EXPECT_EQ(id, 77u);
+  EXPECT_EQ(timeout_ms, 250u);
   ASSERT_EQ(count, 5u);
   ASSERT_EQ(ops.size(), 5u);
   EXPECT_EQ(ops[0].id, 1u);
@@ -79,9 +82,10 @@ TEST(BatchWireTest, LastOneofMemberWinsAndUnknownFieldsAreSkipped) {
   ASSERT_TRUE(parsed.ops(0).has_delete_());
 
   uint64_t id;
+  uint64_t timeout_ms;
   size_t count;
   std::vector<OpView> ops;
-  ASSERT_TRUE(ParseBatchRequest(bytes, 10, &id, &ops, &count));
+  ASSERT_TRUE(ParseBatchRequest(bytes, 10, &id, &timeout_ms, &ops, &count));
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0].kind, OpView::Kind::kDelete);
   EXPECT_EQ(ops[0].key, "new");
@@ -92,20 +96,23 @@ TEST(BatchWireTest, RefusesMalformedAndOverLargeRequests) {
   for (int i = 0; i < 3; ++i) request.add_ops()->mutable_get()->set_key("k");
   const std::string bytes = request.SerializeAsString();
   uint64_t id;
+  uint64_t timeout_ms;
   size_t count;
   std::vector<OpView> ops;
-  EXPECT_FALSE(ParseBatchRequest(bytes, 2, &id, &ops, &count));
+  EXPECT_FALSE(ParseBatchRequest(bytes, 2, &id, &timeout_ms, &ops, &count));
   EXPECT_EQ(count, 3u);  // counted, so the refusal can say how many
   EXPECT_TRUE(ops.empty());
   // Truncated anywhere inside, it is refused (never read past the end).
   // (Each op is 7 bytes: a cut between two ops is a shorter valid request.)
   for (size_t cut = 1; cut < bytes.size(); ++cut) {
     if (cut % 7 == 0) continue;
-    EXPECT_FALSE(ParseBatchRequest(bytes.substr(0, cut), 10, &id, &ops, &count))
+    EXPECT_FALSE(ParseBatchRequest(bytes.substr(0, cut), 10, &id, &timeout_ms, &ops,
+                                   &count))
         << cut;
   }
-  EXPECT_FALSE(ParseBatchRequest(std::string("\x00", 1), 10, &id, &ops, &count));
-  EXPECT_FALSE(ParseBatchRequest("\x0b", 10, &id, &ops, &count));  // group
+  EXPECT_FALSE(ParseBatchRequest(std::string("\x00", 1), 10, &id, &timeout_ms,
+                                 &ops, &count));
+  EXPECT_FALSE(ParseBatchRequest("\x0b", 10, &id, &timeout_ms, &ops, &count));  // group
 }
 
 TEST(BatchWireTest, ProtobufReadsWhatIsWritten) {

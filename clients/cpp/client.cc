@@ -12,6 +12,7 @@
 #include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/client_callback.h>
 
+#include "clients/cpp/batcher.h"
 #include "clients/cpp/status.h"
 #include "engine/common/read_file.h"
 
@@ -53,6 +54,53 @@ std::optional<Entry> TakeEntry(v1::GetResponse* response) {
   e.ttl_remaining_ms = response->ttl_remaining_ms();
   return e;
 }
+
+// The single-key operations as Pipeline/Batch operations, and their answers
+// as the typed results the unary calls return.
+v1::PipelineRequest GetOp(absl::string_view key) {
+  v1::PipelineRequest r;
+  r.mutable_get()->set_key(key.data(), key.size());
+  return r;
+}
+
+v1::PipelineRequest SetOp(absl::string_view key, absl::string_view value,
+                          const SetOptions& options) {
+  v1::PipelineRequest r;
+  FillSet(key, value, options, r.mutable_set());
+  return r;
+}
+
+v1::PipelineRequest DeleteOp(absl::string_view key) {
+  v1::PipelineRequest r;
+  r.mutable_delete_()->set_key(key.data(), key.size());
+  return r;
+}
+
+v1::PipelineRequest TouchOp(absl::string_view key, uint64_t ttl_ms) {
+  v1::PipelineRequest r;
+  r.mutable_touch()->set_key(key.data(), key.size());
+  r.mutable_touch()->set_ttl_ms(ttl_ms);
+  return r;
+}
+
+using OpResult = absl::StatusOr<v1::PipelineResponse>;
+
+absl::StatusOr<std::optional<Entry>> AsEntry(OpResult r) {
+  if (!r.ok()) return r.status();
+  return TakeEntry(r->mutable_get());
+}
+
+absl::StatusOr<uint64_t> AsVersion(OpResult r) {
+  if (!r.ok()) return r.status();
+  return r->set().version();
+}
+
+absl::StatusOr<bool> AsDeleted(OpResult r) {
+  if (!r.ok()) return r.status();
+  return r->delete_().deleted();
+}
+
+absl::Status AsTouched(OpResult r) { return r.status(); }
 
 // One result per key: its entry (or miss), or its own error code.
 std::vector<absl::StatusOr<std::optional<Entry>>> TakeEntries(
@@ -154,22 +202,99 @@ TlsCredentialsFromFiles(const std::string& ca_file,
 // ---------------------------------------------------------------------------
 // Client
 
+namespace {
+
+std::unique_ptr<internal::Batcher> MakeBatcher(v1::Cache::Stub* stub,
+                                               const ClientOptions& options) {
+  if (options.batch_streams <= 0) return nullptr;
+  internal::Batcher::Options o;
+  o.streams = options.batch_streams;
+  o.bearer_token = options.bearer_token;
+  return std::make_unique<internal::Batcher>(stub, std::move(o));
+}
+
+}  // namespace
+
 Client::Client(const std::string& target, ClientOptions options)
     : target_(target),
       options_(std::move(options)),
       channel_(MakeChannel(target_, options_)),
-      stub_(v1::Cache::NewStub(channel_)) {}
+      stub_(v1::Cache::NewStub(channel_)),
+      batcher_(MakeBatcher(stub_.get(), options_)) {}
 
 Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
     : target_("(channel)"),
       options_(std::move(options)),
       channel_(std::move(channel)),
-      stub_(v1::Cache::NewStub(channel_)) {}
+      stub_(v1::Cache::NewStub(channel_)),
+      batcher_(MakeBatcher(stub_.get(), options_)) {}
 
 Client::~Client() {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](size_t* n) { return *n == 0; }, &async_in_flight_));
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](size_t* n) { return *n == 0; }, &async_in_flight_));
+  }
+  batcher_.reset();  // closes its streams, on this (the user's) thread
+}
+
+bool Client::Batched(const CallOptions& call) const {
+  return batcher_ != nullptr && !call.wait_for_ready;
+}
+
+namespace {
+
+// The deadline of a batched call, and whether it has already passed (a
+// timeout of zero or less, as for the unary calls).
+std::chrono::system_clock::time_point BatchedDeadline(
+    const CallOptions& call, const ClientOptions& options) {
+  return std::chrono::system_clock::now() +
+         call.timeout.value_or(options.default_timeout);
+}
+
+absl::Status Expired() {
+  return absl::DeadlineExceededError("Deadline Exceeded");
+}
+
+}  // namespace
+
+absl::StatusOr<v1::PipelineResponse> Client::RunBatched(
+    v1::PipelineRequest op, const CallOptions& call) {
+  const auto deadline = BatchedDeadline(call, options_);
+  if (deadline <= std::chrono::system_clock::now()) return Expired();
+  // Shared with the callback, which may run after this call gave up.
+  struct Wait {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    OpResult result ABSL_GUARDED_BY(mu) = absl::UnknownError("unanswered");
+  };
+  auto wait = std::make_shared<Wait>();
+  batcher_->Submit(std::move(op), deadline, [wait](OpResult r) {
+    absl::MutexLock lock(&wait->mu);
+    wait->result = std::move(r);
+    wait->done = true;
+  });
+  absl::MutexLock lock(&wait->mu);
+  if (!wait->mu.AwaitWithDeadline(absl::Condition(&wait->done),
+                                  absl::FromChrono(deadline))) {
+    return Expired();
+  }
+  return std::move(wait->result);
+}
+
+void Client::SubmitBatched(v1::PipelineRequest op, const CallOptions& call,
+                           std::function<void(OpResult)> done) {
+  const auto deadline = BatchedDeadline(call, options_);
+  if (deadline <= std::chrono::system_clock::now()) {
+    done(Expired());
+    return;
+  }
+  BeginAsync();
+  batcher_->SubmitWithDeadline(std::move(op), deadline,
+                               [this, done = std::move(done)](OpResult r) {
+                                 done(std::move(r));
+                                 EndAsync();
+                               });
 }
 
 void Client::BeginAsync() {
@@ -199,6 +324,7 @@ void Client::Prepare(grpc::ClientContext* ctx, const CallOptions& call) const {
 
 absl::StatusOr<std::optional<Entry>> Client::Get(absl::string_view key,
                                                  const CallOptions& call) {
+  if (Batched(call)) return AsEntry(RunBatched(GetOp(key), call));
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
   v1::GetRequest request;
@@ -213,6 +339,9 @@ absl::StatusOr<uint64_t> Client::Set(absl::string_view key,
                                      absl::string_view value,
                                      const SetOptions& options,
                                      const CallOptions& call) {
+  if (Batched(call)) {
+    return AsVersion(RunBatched(SetOp(key, value, options), call));
+  }
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
   v1::SetRequest request;
@@ -225,6 +354,7 @@ absl::StatusOr<uint64_t> Client::Set(absl::string_view key,
 
 absl::StatusOr<bool> Client::Delete(absl::string_view key,
                                     const CallOptions& call) {
+  if (Batched(call)) return AsDeleted(RunBatched(DeleteOp(key), call));
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
   v1::DeleteRequest request;
@@ -237,6 +367,7 @@ absl::StatusOr<bool> Client::Delete(absl::string_view key,
 
 absl::Status Client::Touch(absl::string_view key, uint64_t ttl_ms,
                            const CallOptions& call) {
+  if (Batched(call)) return AsTouched(RunBatched(TouchOp(key, ttl_ms), call));
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
   v1::TouchRequest request;
@@ -296,6 +427,12 @@ absl::StatusOr<std::vector<NodeStats>> Client::Stats(const CallOptions& call) {
 
 void Client::GetAsync(absl::string_view key, GetCallback done,
                       const CallOptions& call) {
+  if (Batched(call)) {
+    return SubmitBatched(GetOp(key), call,
+                         [done = std::move(done)](OpResult r) {
+                           done(AsEntry(std::move(r)));
+                         });
+  }
   auto* c = new AsyncCall<v1::GetRequest, v1::GetResponse>;
   Prepare(&c->ctx, call);
   c->request.set_key(key.data(), key.size());
@@ -310,6 +447,12 @@ void Client::GetAsync(absl::string_view key, GetCallback done,
 void Client::SetAsync(absl::string_view key, absl::string_view value,
                       const SetOptions& options, SetCallback done,
                       const CallOptions& call) {
+  if (Batched(call)) {
+    return SubmitBatched(SetOp(key, value, options), call,
+                         [done = std::move(done)](OpResult r) {
+                           done(AsVersion(std::move(r)));
+                         });
+  }
   auto* c = new AsyncCall<v1::SetRequest, v1::SetResponse>;
   Prepare(&c->ctx, call);
   FillSet(key, value, options, &c->request);
@@ -324,6 +467,12 @@ void Client::SetAsync(absl::string_view key, absl::string_view value,
 
 void Client::DeleteAsync(absl::string_view key, DeleteCallback done,
                          const CallOptions& call) {
+  if (Batched(call)) {
+    return SubmitBatched(DeleteOp(key), call,
+                         [done = std::move(done)](OpResult r) {
+                           done(AsDeleted(std::move(r)));
+                         });
+  }
   auto* c = new AsyncCall<v1::DeleteRequest, v1::DeleteResponse>;
   Prepare(&c->ctx, call);
   c->request.set_key(key.data(), key.size());
@@ -338,6 +487,12 @@ void Client::DeleteAsync(absl::string_view key, DeleteCallback done,
 
 void Client::TouchAsync(absl::string_view key, uint64_t ttl_ms,
                         TouchCallback done, const CallOptions& call) {
+  if (Batched(call)) {
+    return SubmitBatched(TouchOp(key, ttl_ms), call,
+                         [done = std::move(done)](OpResult r) {
+                           done(AsTouched(std::move(r)));
+                         });
+  }
   auto* c = new AsyncCall<v1::TouchRequest, v1::TouchResponse>;
   Prepare(&c->ctx, call);
   c->request.set_key(key.data(), key.size());
@@ -633,49 +788,30 @@ absl::Status Pipeline::Submit(v1::PipelineRequest request,
 }
 
 absl::Status Pipeline::Get(absl::string_view key, GetCallback done) {
-  v1::PipelineRequest r;
-  r.mutable_get()->set_key(key.data(), key.size());
-  return Submit(std::move(r),
-                [done = std::move(done)](
-                    absl::StatusOr<v1::PipelineResponse> resp) {
-                  if (!resp.ok()) return done(resp.status());
-                  done(TakeEntry(resp->mutable_get()));
-                });
+  return Submit(GetOp(key), [done = std::move(done)](OpResult r) {
+    done(AsEntry(std::move(r)));
+  });
 }
 
 absl::Status Pipeline::Set(absl::string_view key, absl::string_view value,
                            const SetOptions& options, SetCallback done) {
-  v1::PipelineRequest r;
-  FillSet(key, value, options, r.mutable_set());
-  return Submit(std::move(r),
-                [done = std::move(done)](
-                    absl::StatusOr<v1::PipelineResponse> resp) {
-                  if (!resp.ok()) return done(resp.status());
-                  done(resp->set().version());
+  return Submit(SetOp(key, value, options),
+                [done = std::move(done)](OpResult r) {
+                  done(AsVersion(std::move(r)));
                 });
 }
 
 absl::Status Pipeline::Delete(absl::string_view key, DeleteCallback done) {
-  v1::PipelineRequest r;
-  r.mutable_delete_()->set_key(key.data(), key.size());
-  return Submit(std::move(r),
-                [done = std::move(done)](
-                    absl::StatusOr<v1::PipelineResponse> resp) {
-                  if (!resp.ok()) return done(resp.status());
-                  done(resp->delete_().deleted());
-                });
+  return Submit(DeleteOp(key), [done = std::move(done)](OpResult r) {
+    done(AsDeleted(std::move(r)));
+  });
 }
 
 absl::Status Pipeline::Touch(absl::string_view key, uint64_t ttl_ms,
                              TouchCallback done) {
-  v1::PipelineRequest r;
-  r.mutable_touch()->set_key(key.data(), key.size());
-  r.mutable_touch()->set_ttl_ms(ttl_ms);
-  return Submit(std::move(r),
-                [done = std::move(done)](
-                    absl::StatusOr<v1::PipelineResponse> resp) {
-                  done(resp.status());
-                });
+  return Submit(TouchOp(key, ttl_ms), [done = std::move(done)](OpResult r) {
+    done(AsTouched(std::move(r)));
+  });
 }
 
 }  // namespace furrballs::client

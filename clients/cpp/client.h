@@ -125,6 +125,14 @@ struct ClientOptions {
   // keep a restarted server's keys failing for minutes; a cache wants its
   // servers back within about this long of their return.
   std::chrono::milliseconds max_reconnect_backoff{1000};
+  // Automatic batching: when > 0, Get, Set, Delete and Touch (sync and
+  // async) travel as operations of Batch messages on this many streams, so
+  // that the operations concurrent callers issue coalesce into one message
+  // (clients/cpp/batcher.h: while one batch is in flight the next fills; a
+  // lone caller is sent at once, no timer). Per-op results, codes and
+  // deadlines are as for the unary calls; calls with wait_for_ready still go
+  // unary. 0 sends every call unary.
+  int batch_streams = 0;
 };
 
 // One node's statistics, as the server reports them (see the .proto).
@@ -152,6 +160,7 @@ struct PipelineOptions {
 
 namespace internal {
 class PipelineReactor;
+class Batcher;
 }  // namespace internal
 
 // Many operations in flight on one bidirectional stream (the Pipeline RPC).
@@ -290,6 +299,17 @@ class Client {
   void BeginAsync();
   void EndAsync();
 
+  // Automatic batching (ClientOptions::batch_streams): whether `call` goes
+  // through the batcher, and the two ways it does. RunBatched waits for the
+  // answer until the call's deadline; SubmitBatched calls `done` once.
+  bool Batched(const CallOptions& call) const;
+  absl::StatusOr<::furrballs::v1::PipelineResponse> RunBatched(
+      ::furrballs::v1::PipelineRequest op, const CallOptions& call);
+  void SubmitBatched(
+      ::furrballs::v1::PipelineRequest op, const CallOptions& call,
+      std::function<void(absl::StatusOr<::furrballs::v1::PipelineResponse>)>
+          done);
+
   const std::string target_;
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -297,6 +317,9 @@ class Client {
 
   absl::Mutex mu_;
   size_t async_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Null unless batch_streams > 0. Declared last: destroyed first, after
+  // the destructor waited for every asynchronous callback.
+  std::unique_ptr<internal::Batcher> batcher_;
 };
 
 // TLS channel credentials from PEM files: `ca_file`, the CAs that may sign

@@ -13,6 +13,7 @@
 #include <absl/strings/str_cat.h>
 #include <absl/synchronization/blocking_counter.h>
 #include <absl/synchronization/mutex.h>
+#include <absl/synchronization/notification.h>
 #include <gtest/gtest.h>
 
 #include "clients/cpp/test_server.h"
@@ -22,22 +23,25 @@ namespace {
 
 using std::chrono::milliseconds;
 
-class ClientTest : public ::testing::Test {
+// Every test runs with unary calls (batch_streams 0) and with automatic
+// batching on two streams: the results must not differ.
+class ClientTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     auto server = testing::StartTestServer();
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    client_ = std::make_unique<Client>(testing::AddressOf(*server_),
-                                       ClientOptions{.default_timeout =
-                                                         milliseconds(10000)});
+    client_ = std::make_unique<Client>(
+        testing::AddressOf(*server_),
+        ClientOptions{.default_timeout = milliseconds(10000),
+                      .batch_streams = GetParam()});
   }
 
   std::unique_ptr<service::Server> server_;
   std::unique_ptr<Client> client_;
 };
 
-TEST_F(ClientTest, SetThenGetReturnsValueVersionAndTtl) {
+TEST_P(ClientTest, SetThenGetReturnsValueVersionAndTtl) {
   const std::string value("binary\0value", 12);
   absl::StatusOr<uint64_t> version =
       client_->Set("k", value, SetOptions{.ttl_ms = 60000});
@@ -59,13 +63,13 @@ TEST_F(ClientTest, SetThenGetReturnsValueVersionAndTtl) {
   EXPECT_EQ((*e)->ttl_remaining_ms, 0u);
 }
 
-TEST_F(ClientTest, MissIsNotAnError) {
+TEST_P(ClientTest, MissIsNotAnError) {
   absl::StatusOr<std::optional<Entry>> e = client_->Get("never-written");
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_FALSE(e->has_value());
 }
 
-TEST_F(ClientTest, ConditionalSets) {
+TEST_P(ClientTest, ConditionalSets) {
   absl::StatusOr<uint64_t> v1 =
       client_->Set("cas", "a", SetOptions{.mode = SetMode::kIfAbsent});
   ASSERT_TRUE(v1.ok()) << v1.status();
@@ -92,7 +96,7 @@ TEST_F(ClientTest, ConditionalSets) {
   EXPECT_EQ((*e)->version, *v2);
 }
 
-TEST_F(ClientTest, DeleteAndTouch) {
+TEST_P(ClientTest, DeleteAndTouch) {
   ASSERT_TRUE(client_->Set("d", "x").ok());
   absl::StatusOr<bool> deleted = client_->Delete("d");
   ASSERT_TRUE(deleted.ok()) << deleted.status();
@@ -118,7 +122,7 @@ TEST_F(ClientTest, DeleteAndTouch) {
 
 // Results come back in request order; key 10 is empty and fails alone with
 // its own INVALID_ARGUMENT.
-TEST_F(ClientTest, MultiGetKeepsRequestOrderAndFailsOnlyTheBadKey) {
+TEST_P(ClientTest, MultiGetKeepsRequestOrderAndFailsOnlyTheBadKey) {
   std::vector<std::string> keys;
   for (int i = 0; i < 64; ++i) {
     keys.push_back(i == 10 ? "" : absl::StrCat("mg-", i));
@@ -152,7 +156,7 @@ TEST_F(ClientTest, MultiGetKeepsRequestOrderAndFailsOnlyTheBadKey) {
   EXPECT_TRUE(none->empty());
 }
 
-TEST_F(ClientTest, MultiSetReportsEachItem) {
+TEST_P(ClientTest, MultiSetReportsEachItem) {
   ASSERT_TRUE(client_->Set("ms-taken", "x").ok());
   std::vector<SetItem> items = {
       {"ms-a", "1", {}},
@@ -176,7 +180,7 @@ TEST_F(ClientTest, MultiSetReportsEachItem) {
   EXPECT_GT((*b)->ttl_remaining_ms, 0u);
 }
 
-TEST_F(ClientTest, StatsReportsEveryNode) {
+TEST_P(ClientTest, StatsReportsEveryNode) {
   for (int i = 0; i < 40; ++i) {
     ASSERT_TRUE(client_->Set(absl::StrCat("st-", i), "v").ok());
   }
@@ -194,7 +198,7 @@ TEST_F(ClientTest, StatsReportsEveryNode) {
   EXPECT_GE(live, 40u);
 }
 
-TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
+TEST_P(ClientTest, ServerErrorsKeepCodeAndMessage) {
   absl::StatusOr<std::optional<Entry>> empty = client_->Get("");
   EXPECT_TRUE(absl::IsInvalidArgument(empty.status())) << empty.status();
   EXPECT_FALSE(empty.status().message().empty());
@@ -212,7 +216,7 @@ TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
   EXPECT_TRUE(absl::IsInvalidArgument(touch)) << touch;
 }
 
-TEST_F(ClientTest, AsyncCallsComplete) {
+TEST_P(ClientTest, AsyncCallsComplete) {
   constexpr int kKeys = 200;
   {
     absl::BlockingCounter done(kKeys);
@@ -291,7 +295,7 @@ TEST_F(ClientTest, AsyncCallsComplete) {
   EXPECT_TRUE(absl::IsAlreadyExists((*multi_set)[1].status()));
 }
 
-TEST_F(ClientTest, AsyncErrorsArriveInTheCallback) {
+TEST_P(ClientTest, AsyncErrorsArriveInTheCallback) {
   absl::BlockingCounter done(2);
   absl::Status get_status, touch_status;
   client_->GetAsync("", [&](absl::StatusOr<std::optional<Entry>> e) {
@@ -307,7 +311,7 @@ TEST_F(ClientTest, AsyncErrorsArriveInTheCallback) {
   EXPECT_TRUE(absl::IsNotFound(touch_status)) << touch_status;
 }
 
-TEST_F(ClientTest, DestructorWaitsForAsyncCallbacks) {
+TEST_P(ClientTest, DestructorWaitsForAsyncCallbacks) {
   std::atomic<int> called{0};
   {
     Client c(testing::AddressOf(*server_));
@@ -321,7 +325,7 @@ TEST_F(ClientTest, DestructorWaitsForAsyncCallbacks) {
 
 // 1000 writes then 1000 reads through pipelines; responses may come back in
 // any order, and each must reach the callback of its own request.
-TEST_F(ClientTest, PipelineThousandOps) {
+TEST_P(ClientTest, PipelineThousandOps) {
   constexpr int kOps = 1000;
   {
     // A small in-flight window makes Submit block and resume many times.
@@ -380,7 +384,7 @@ TEST_F(ClientTest, PipelineThousandOps) {
   EXPECT_TRUE(touched.ok()) << touched;
 }
 
-TEST_F(ClientTest, PipelineOpErrorsKeepTheStreamOpen) {
+TEST_P(ClientTest, PipelineOpErrorsKeepTheStreamOpen) {
   ASSERT_TRUE(client_->Set("pe-taken", "x").ok());
   std::unique_ptr<Pipeline> p = client_->OpenPipeline(
       PipelineOptions{.stream_timeout = milliseconds(30000)});
@@ -413,7 +417,7 @@ TEST_F(ClientTest, PipelineOpErrorsKeepTheStreamOpen) {
   EXPECT_TRUE(after.ok()) << after.status();
 }
 
-TEST_F(ClientTest, PipelineSubmitAfterCloseIsRejected) {
+TEST_P(ClientTest, PipelineSubmitAfterCloseIsRejected) {
   std::unique_ptr<Pipeline> p = client_->OpenPipeline();
   ASSERT_TRUE(p->Close().ok());
   bool called = false;
@@ -425,7 +429,7 @@ TEST_F(ClientTest, PipelineSubmitAfterCloseIsRejected) {
   EXPECT_FALSE(called);
 }
 
-TEST_F(ClientTest, PipelineFromManyThreads) {
+TEST_P(ClientTest, PipelineFromManyThreads) {
   constexpr int kThreads = 4, kPerThread = 250;
   std::unique_ptr<Pipeline> p = client_->OpenPipeline(
       PipelineOptions{.stream_timeout = milliseconds(60000),
@@ -450,22 +454,90 @@ TEST_F(ClientTest, PipelineFromManyThreads) {
   EXPECT_EQ(ok.load(), kThreads * kPerThread);
 }
 
-TEST_F(ClientTest, ZeroTimeoutExpiresAtOnce) {
+TEST_P(ClientTest, ZeroTimeoutExpiresAtOnce) {
   absl::StatusOr<std::optional<Entry>> e =
       client_->Get("k", CallOptions{.timeout = milliseconds(0)});
   EXPECT_TRUE(absl::IsDeadlineExceeded(e.status())) << e.status();
 }
 
-TEST_F(ClientTest, WaitForReadyConnects) {
+TEST_P(ClientTest, WaitForReadyConnects) {
   EXPECT_TRUE(client_->WaitForReady(milliseconds(10000)).ok());
 }
 
+// Concurrent callers through one batching client: their operations share
+// Batch messages (fewer messages than operations reach the server), and each
+// caller still gets its own result: values, per-op errors (an empty key
+// fails only itself) and deadlines (a zero timeout fails only that call).
+TEST(ClientBatchingTest, ConcurrentCallersShareMessagesAndKeepTheirResults) {
+  auto server = testing::StartTestServer();
+  ASSERT_TRUE(server.ok()) << server.status();
+  Client c(testing::AddressOf(**server),
+           ClientOptions{.default_timeout = milliseconds(10000),
+                         .batch_streams = 2});
+  constexpr int kThreads = 16, kPerThread = 200;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string key = absl::StrCat("cb-", t, "-", i);
+        const std::string value = absl::StrCat("v", t, "/", i);
+        absl::StatusOr<uint64_t> v = c.Set(key, value);
+        absl::StatusOr<std::optional<Entry>> e = c.Get(key);
+        if (!v.ok() || !e.ok() || !e->has_value() || (*e)->value != value ||
+            (*e)->version != *v) {
+          failures++;
+        }
+        if (i % 50 == 0) {
+          if (!absl::IsInvalidArgument(c.Get("").status())) failures++;
+          if (!absl::IsDeadlineExceeded(
+                  c.Get(key, CallOptions{.timeout = milliseconds(0)})
+                      .status())) {
+            failures++;
+          }
+          absl::Notification done;
+          absl::StatusOr<bool> deleted;
+          c.DeleteAsync(key, [&](absl::StatusOr<bool> d) {
+            deleted = std::move(d);
+            done.Notify();
+          });
+          done.WaitForNotification();
+          if (!deleted.ok() || !*deleted) failures++;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  const service::RequestStatsSnapshot stats =
+      (*server)->request_stats().Snapshot();
+  const uint64_t messages =
+      stats.requests[static_cast<int>(service::RequestOp::kBatch)][0];
+  const uint64_t ops = uint64_t{kThreads} * kPerThread * 2 +
+                       uint64_t{kThreads} * (kPerThread / 50) * 2;
+  EXPECT_GT(messages, 0u);
+  // 16 callers on 2 streams with one message in flight each: operations
+  // wait for the one in flight and go together.
+  EXPECT_LT(messages, ops) << messages << " messages for " << ops << " ops";
+  // No unary call was made for these.
+  EXPECT_EQ(stats.requests[static_cast<int>(service::RequestOp::kGet)][0], 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transport, ClientTest, ::testing::Values(0, 2),
+                         [](const auto& info) {
+                           return info.param == 0 ? "unary" : "batched";
+                         });
+
 // A server that accepts connections and never answers: every kind of call
-// must end with DEADLINE_EXCEEDED at its deadline, not hang.
-TEST(ClientDeadlineTest, UnresponsiveServerHitsTheDeadline) {
+// must end with DEADLINE_EXCEEDED at its deadline, not hang; batched or not.
+class ClientDeadlineTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ClientDeadlineTest, UnresponsiveServerHitsTheDeadline) {
   testing::SilentListener silent;
   ASSERT_TRUE(silent.ok());
-  Client c(silent.address(), ClientOptions{.default_timeout = milliseconds(300)});
+  Client c(silent.address(),
+           ClientOptions{.default_timeout = milliseconds(300),
+                         .batch_streams = GetParam()});
 
   absl::StatusOr<std::optional<Entry>> e = c.Get("k");
   EXPECT_TRUE(absl::IsDeadlineExceeded(e.status())) << e.status();
@@ -493,7 +565,12 @@ TEST(ClientDeadlineTest, UnresponsiveServerHitsTheDeadline) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(op_status)) << op_status;
 }
 
-TEST(ClientDeadlineTest, CancelEndsAPipelineThatGetsNoAnswer) {
+INSTANTIATE_TEST_SUITE_P(Transport, ClientDeadlineTest,
+                         ::testing::Values(0, 2), [](const auto& info) {
+                           return info.param == 0 ? "unary" : "batched";
+                         });
+
+TEST(ClientPipelineCancelTest, CancelEndsAPipelineThatGetsNoAnswer) {
   testing::SilentListener silent;
   ASSERT_TRUE(silent.ok());
   Client c(silent.address());
@@ -509,15 +586,24 @@ TEST(ClientDeadlineTest, CancelEndsAPipelineThatGetsNoAnswer) {
   EXPECT_TRUE(absl::IsCancelled(op_status)) << op_status;
 }
 
-TEST(ClientErrorTest, NothingListeningIsUnavailable) {
+class ClientErrorTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ClientErrorTest, NothingListeningIsUnavailable) {
   // Port 1 on loopback: connection refused, so fail-fast calls return
   // UNAVAILABLE at once instead of waiting for the deadline.
-  Client c("127.0.0.1:1", ClientOptions{.default_timeout = milliseconds(10000)});
+  Client c("127.0.0.1:1",
+           ClientOptions{.default_timeout = milliseconds(10000),
+                         .batch_streams = GetParam()});
   absl::StatusOr<std::optional<Entry>> e = c.Get("k");
   EXPECT_TRUE(absl::IsUnavailable(e.status())) << e.status();
   absl::Status ready = c.WaitForReady(milliseconds(100));
   EXPECT_TRUE(absl::IsUnavailable(ready)) << ready;
 }
+
+INSTANTIATE_TEST_SUITE_P(Transport, ClientErrorTest, ::testing::Values(0, 2),
+                         [](const auto& info) {
+                           return info.param == 0 ? "unary" : "batched";
+                         });
 
 }  // namespace
 }  // namespace furrballs::client

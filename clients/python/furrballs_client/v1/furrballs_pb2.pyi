@@ -10,12 +10,14 @@ SET_IF_ABSENT: SetMode
 SET_IF_VERSION: SetMode
 
 class BatchRequest(_message.Message):
-    __slots__ = ["id", "ops"]
+    __slots__ = ["id", "ops", "timeout_ms"]
     ID_FIELD_NUMBER: _ClassVar[int]
     OPS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     id: int
     ops: _containers.RepeatedCompositeFieldContainer[PipelineRequest]
-    def __init__(self, id: _Optional[int] = ..., ops: _Optional[_Iterable[_Union[PipelineRequest, _Mapping]]] = ...) -> None: ...
+    timeout_ms: int
+    def __init__(self, id: _Optional[int] = ..., ops: _Optional[_Iterable[_Union[PipelineRequest, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class BatchResponse(_message.Message):
     __slots__ = ["code", "id", "message", "results"]
