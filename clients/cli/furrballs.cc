@@ -43,6 +43,11 @@ ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "Server host:port. Several comma-separated endpoints form a cluster: "
           "keys are sharded by rendezvous hashing, as ClusterClient does.");
 ABSL_FLAG(int64_t, timeout_ms, 1000, "Deadline of each RPC in milliseconds.");
+ABSL_FLAG(int, batch_streams, 2,
+          "Automatic batching: Get, Set, Delete and Touch travel in Batch "
+          "messages on this many streams per server, so that load's "
+          "concurrent workers share messages (clients/cpp/batcher.h); 0 "
+          "sends every call as its own unary RPC.");
 ABSL_FLAG(bool, tls, false,
           "Connect with TLS, trusting the system's CAs unless --tls_ca_file "
           "says otherwise. Any --tls_* file implies it.");
@@ -445,6 +450,10 @@ int Main(int argc, char** argv) {
       std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
   if (std::optional<int> bad_security = Security(&options.client)) {
     return *bad_security;
+  }
+  options.client.batch_streams = absl::GetFlag(FLAGS_batch_streams);
+  if (options.client.batch_streams < 0) {
+    return Usage("--batch_streams must be 0 or more");
   }
   absl::StatusOr<std::unique_ptr<client::ClusterClient>> cluster =
       client::ClusterClient::FromEndpoints(endpoints, options);
