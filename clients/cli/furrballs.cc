@@ -43,11 +43,13 @@ ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "Server host:port. Several comma-separated endpoints form a cluster: "
           "keys are sharded by rendezvous hashing, as ClusterClient does.");
 ABSL_FLAG(int64_t, timeout_ms, 1000, "Deadline of each RPC in milliseconds.");
-ABSL_FLAG(int, batch_streams, 2,
+ABSL_FLAG(int, batch_streams, 1,
           "Automatic batching: Get, Set, Delete and Touch travel in Batch "
           "messages on this many streams per server, so that load's "
           "concurrent workers share messages (clients/cpp/batcher.h); 0 "
-          "sends every call as its own unary RPC.");
+          "sends every call as its own unary RPC. One stream batched best "
+          "here (16 callers: 6 ops per message against 3 with two "
+          "streams; docs/peers_bench.md).");
 ABSL_FLAG(bool, tls, false,
           "Connect with TLS, trusting the system's CAs unless --tls_ca_file "
           "says otherwise. Any --tls_* file implies it.");
@@ -97,11 +99,12 @@ constexpr int kExitRpcError = 3;
 
 // Flags in the order --help shows them.
 constexpr const char* kFlagOrder[] = {
-    "target",     "timeout_ms",   "tls",          "tls_ca_file",
-    "tls_cert_file", "tls_key_file", "tls_server_name", "token_file",
-    "ttl_ms",     "if_absent",    "if_version",   "raw",
-    "meta",       "ops",          "concurrency",  "keys",
-    "value_size", "get_ratio",    "key_prefix",   "seed"};
+    "target",        "timeout_ms",   "batch_streams",   "tls",
+    "tls_ca_file",   "tls_cert_file", "tls_key_file",   "tls_server_name",
+    "token_file",    "ttl_ms",       "if_absent",       "if_version",
+    "raw",           "meta",         "ops",             "concurrency",
+    "keys",          "value_size",   "get_ratio",       "key_prefix",
+    "seed"};
 
 constexpr char kUsage[] =
     "furrballs: command-line client of the Furrballs cache.\n"
