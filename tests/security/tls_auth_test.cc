@@ -118,10 +118,12 @@ class SecurityTest : public ::testing::Test {
                                          const std::string& ca,
                                          const std::string& cert = "",
                                          const std::string& key = "",
-                                         const std::string& token = "") {
+                                         const std::string& token = "",
+                                         int batch_streams = 0) {
     ClientOptions options;
     options.default_timeout = std::chrono::milliseconds(10000);
     options.bearer_token = token;
+    options.batch_streams = batch_streams;
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     std::shared_ptr<grpc::ChannelCredentials> credentials =
@@ -328,6 +330,29 @@ TEST_F(TokenTest, TokenIsCheckedBeforeTheBodyIsParsed) {
         << method;
     EXPECT_EQ(call(method, kWriter), grpc::StatusCode::INVALID_ARGUMENT)
         << method;
+  }
+}
+
+// The Batch stream (the client's automatic batching) is checked like the
+// unary calls: per message, a message of Gets is a read, anything else a
+// write.
+TEST_F(TokenTest, BatchedCallsAreCheckedLikeUnaryOnes) {
+  auto writer = Connect(*server_, "", "", "", kWriter, /*batch_streams=*/1);
+  EXPECT_TRUE(writer->Set("b", "v").ok());
+  EXPECT_TRUE(writer->Get("b").ok());
+  auto reader = Connect(*server_, "", "", "", kReader, /*batch_streams=*/1);
+  const absl::StatusOr<std::optional<client::Entry>> read = reader->Get("b");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->has_value());
+  EXPECT_EQ(reader->Set("b", "w").status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(reader->Delete("b").status().code(),
+            StatusCode::kPermissionDenied);
+  for (const std::string& token : {std::string(), std::string(kStranger)}) {
+    auto stranger = Connect(*server_, "", "", "", token, /*batch_streams=*/1);
+    EXPECT_EQ(stranger->Get("b").status().code(),
+              StatusCode::kUnauthenticated)
+        << "token '" << token << "'";
   }
 }
 
