@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
 
   furrballs::service::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_address);
-  furrballs::bench::EmptyCacheService service(options.max_pipeline_in_flight);
+  furrballs::bench::EmptyCacheService service(
+      options.stream_limits.max_pipeline_in_flight);
   int port = 0;
   std::unique_ptr<grpc::Server> server =
       furrballs::service::BuildGrpcServer(options, &service, &port);

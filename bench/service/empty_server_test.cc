@@ -49,7 +49,7 @@ void ExpectServes(client::Client& client) {
 TEST(EmptyServiceTest, AnswersEveryRpc) {
   service::ServerOptions options;
   options.listen_address = "127.0.0.1:0";
-  EmptyCacheService service(options.max_pipeline_in_flight);
+  EmptyCacheService service(options.stream_limits.max_pipeline_in_flight);
   int port = 0;
   auto server = service::BuildGrpcServer(options, &service, &port);
   ASSERT_NE(server, nullptr);
