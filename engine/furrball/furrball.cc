@@ -13,6 +13,7 @@
 
 #include <absl/strings/str_cat.h>
 
+#include "engine/common/parking_lock.h"
 #include "engine/furrball/entry.h"
 #include "engine/furrball/furrball_testing.h"
 #include "engine/furrball/memory_plan.h"
@@ -319,7 +320,7 @@ class FurrBallImpl final : public FurrBall {
       config.max_keys = plan_.max_keys;
       config.eviction_enabled = options_.eviction_enabled;
       config.clock = clock_;
-      config.key_lock_for = [](void* self, const HashPair& h) -> SpinLock& {
+      config.key_lock_for = [](void* self, const HashPair& h) -> ParkingLock& {
         return static_cast<FurrBallImpl*>(self)->KeyLockFor(h);
       };
       config.key_lock_context = this;
@@ -397,7 +398,7 @@ class FurrBallImpl final : public FurrBall {
   GetResult Get(const KeyRef& key, std::string* value) override {
     const HashPair& h = key.hash;
     const int requester = numatic_->GetCurrentNode();
-    SpinLock& key_lock = KeyLockFor(h);
+    ParkingLock& key_lock = KeyLockFor(h);
     if (options_.routing == RoutingPolicy::kHash) {
       return shards_[HomeIndex(h)]->Get(h, key.key, value, requester,
                                         key_lock);
@@ -437,7 +438,7 @@ class FurrBallImpl final : public FurrBall {
     NodeShard* shard;
     SetResult r;
     {
-      SpinLockHolder l(KeyLockFor(h));
+      ParkingLockHolder l(KeyLockFor(h));
       shard = shards_[WriteTarget(h)].get();
       numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard->node());
       r = shard->Set(h, key.key, value, options);
@@ -449,7 +450,7 @@ class FurrBallImpl final : public FurrBall {
   }
 
   DeleteResult Delete(const HashPair& h) override {
-    SpinLockHolder l(KeyLockFor(h));
+    ParkingLockHolder l(KeyLockFor(h));
     const int target = Locate(h);
     if (target < 0) return DeleteResult{};
     NodeShard& shard = *shards_[target];
@@ -458,7 +459,7 @@ class FurrBallImpl final : public FurrBall {
   }
 
   Error Touch(const HashPair& h, uint64_t ttl_ms) override {
-    SpinLockHolder l(KeyLockFor(h));
+    ParkingLockHolder l(KeyLockFor(h));
     const int target = Locate(h);
     if (target < 0) return Error::kKeyNotFound;
     NodeShard& shard = *shards_[target];
@@ -500,7 +501,7 @@ class FurrBallImpl final : public FurrBall {
   // The hash-routing owner's index, which is also every key's lock home.
   int HomeIndex(const HashPair& h) const { return router_.HomeIndex(h); }
 
-  SpinLock& KeyLockFor(const HashPair& h) {
+  ParkingLock& KeyLockFor(const HashPair& h) {
     return shards_[HomeIndex(h)]->KeyLockFor(h);
   }
 

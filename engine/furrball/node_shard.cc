@@ -172,7 +172,7 @@ void NodeShard::Destroy(NodeShard* shard) {
 // ---- Request path ------------------------------------------------------------
 
 GetResult NodeShard::Get(const HashPair& h, std::string_view key,
-                         std::string* value, int requester, SpinLock& key_lock,
+                         std::string* value, int requester, ParkingLock& key_lock,
                          bool count_miss, bool read_disk) {
   numatic_->SimulateRemoteAccess(requester, config_.node);
   const uint64_t now = NowMs();
@@ -237,7 +237,7 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
 }
 
 GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
-                                 std::string* value, SpinLock& key_lock,
+                                 std::string* value, ParkingLock& key_lock,
                                  uint64_t now) {
   GetResult result;
   std::optional<KeyMeta> expired;
@@ -281,7 +281,7 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
   if (!settled) {
     // Writers of this key keep changing it under us. With its lock held only
     // movers and evictors can, and they are bounded, so this terminates.
-    SpinLockHolder l(key_lock);
+    ParkingLockHolder l(key_lock);
     while (!attempt(/*promote=*/false)) {
     }
   }
@@ -881,7 +881,7 @@ bool NodeShard::ReclaimIfExpired(const HashPair& h, uint32_t page,
   // (a writer holding one may be waiting for the reclaim mutex). Holding it,
   // no writer can give the key a fresh value between the check and the
   // erase.
-  SpinLock& lock = config_.key_lock_for(config_.key_lock_context, h);
+  ParkingLock& lock = config_.key_lock_for(config_.key_lock_context, h);
   if (!lock.try_lock()) return false;
   bool erased = false;
   const std::optional<KeyMeta> m = arc_->Peek(h);
@@ -1279,7 +1279,7 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
     for (const Candidate& c : candidates) {
       // Try-lock only (see ReclaimIfExpired). Holding the key lock, no
       // writer can change the key between the check and the index entry.
-      SpinLock& lock = config_.key_lock_for(config_.key_lock_context, c.hash);
+      ParkingLock& lock = config_.key_lock_for(config_.key_lock_context, c.hash);
       if (!lock.try_lock()) continue;
       const std::optional<KeyMeta> m = arc_->Peek(c.hash);
       if (m.has_value() && *m == c.meta) {
@@ -1340,7 +1340,7 @@ GetResult NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
     // Gone (removed for the disk budget) or unreadable: the key is a miss
     // from now on. Never serve what fails its checksum.
     if (!absl::IsNotFound(blob.status())) stats_.Add(Counter::kSpillErrors);
-    SpinLockHolder l(config_.key_lock_for(config_.key_lock_context, wanted));
+    ParkingLockHolder l(config_.key_lock_for(config_.key_lock_context, wanted));
     spill_index_->TakeIf(wanted, wanted_entry);
     return wanted_result;
   }
@@ -1348,7 +1348,7 @@ GetResult NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
   const uint64_t now = NowMs();
   for (const spill::PageBlobEntry& e : blob->entries) {
     if (!config_.spill_reload_whole_page && !(e.hash == wanted)) continue;
-    SpinLockHolder l(config_.key_lock_for(config_.key_lock_context, e.hash));
+    ParkingLockHolder l(config_.key_lock_for(config_.key_lock_context, e.hash));
     SpilledKey entry;
     // Only the exact copy the index still names comes back: a key written or
     // deleted since the spill has no entry (or a newer one).
@@ -1425,7 +1425,7 @@ void NodeShard::SweepSpillIndex() {
        spill_index_->FindStale(now, kSlice, &sweep_cursor_)) {
     // Try-lock only (the reclaim mutex holder never waits for a key lock);
     // a key whose lock is busy is met again next round.
-    SpinLock& lock = config_.key_lock_for(config_.key_lock_context, h);
+    ParkingLock& lock = config_.key_lock_for(config_.key_lock_context, h);
     if (!lock.try_lock()) continue;
     if (spill_index_->TakeIf(h, key) && key.Expired(now)) {
       stats_.Add(Counter::kTtlExpirations);
@@ -1480,7 +1480,7 @@ void NodeShard::RestoreSpilled(
     const std::vector<std::pair<HashPair, SpilledKey>>& keys,
     uint64_t max_version) {
   for (const auto& [h, key] : keys) {
-    SpinLockHolder l(config_.key_lock_for(config_.key_lock_context, h));
+    ParkingLockHolder l(config_.key_lock_for(config_.key_lock_context, h));
     spill_index_->Add(h, key);
   }
   uint64_t next = next_version_.value.load(std::memory_order_relaxed);

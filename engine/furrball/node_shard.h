@@ -36,6 +36,9 @@
 // page (PagePool::Unpublish). That keeps the per-page live/dead accounting
 // exact, which page recycling depends on.
 //
+// Key locks are ParkingLocks (engine/common/parking_lock.h): a holder may
+// block, and its waiters sleep on a futex.
+//
 // Lock order: key lock -> reclaim mutex -> (ARC SpinLock | CMap slot seq)
 // -> batch_mu_ -> the spill index's mutexes. The reclaim mutex holder never
 // waits for a key lock (TTL reclamation only try-locks), and nobody blocks
@@ -163,7 +166,7 @@
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
-#include "engine/common/spin_lock.h"
+#include "engine/common/parking_lock.h"
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/key_meta.h"
@@ -182,9 +185,12 @@ class SpillStore;
 namespace furrball_internal {
 
 // A key write lock on its own cache line, so that two writers of different
-// keys never bounce a line between them.
+// keys never bounce a line between them. A ParkingLock, not a SpinLock: it
+// is held through a whole Set, which can wait for the reclaim mutex, yield
+// in Reserve for up to reclaim_patience, or write a page to RocksDB, and a
+// writer waiting behind that must sleep rather than spin.
 struct alignas(kCacheLineSize) KeyLock {
-  SpinLock lock;
+  ParkingLock lock;
 };
 
 struct ShardConfig {
@@ -202,7 +208,7 @@ struct ShardConfig {
   const Clock* clock = nullptr;
   // The write lock of any key, which may live on another node's shard (its
   // lock home); TTL reclamation try-locks it.
-  SpinLock& (*key_lock_for)(void* context, const HashPair& h) = nullptr;
+  ParkingLock& (*key_lock_for)(void* context, const HashPair& h) = nullptr;
   void* key_lock_context = nullptr;
   // The spill tier (docs/spill.md); nullptr = off, pages are dropped when
   // memory runs out. Outlives the shard.
@@ -233,7 +239,7 @@ class NodeShard {
   int node_index() const { return config_.node_index; }
 
   // The write lock of a key whose lock home is this node.
-  SpinLock& KeyLockFor(const HashPair& h) {
+  ParkingLock& KeyLockFor(const HashPair& h) {
     return key_locks_[h.h2 & (kKeyLocks - 1)].lock;
   }
 
@@ -249,7 +255,7 @@ class NodeShard {
   // stored with the value (entry.h), so another key with the same hash is a
   // miss.
   GetResult Get(const HashPair& h, std::string_view key, std::string* value,
-                int requester, SpinLock& key_lock, bool count_miss = true,
+                int requester, ParkingLock& key_lock, bool count_miss = true,
                 bool read_disk = true);
   // Whether the shard holds the key (live or expired); for search routing.
   bool Holds(const HashPair& h) const;
@@ -420,7 +426,7 @@ class NodeShard {
   // Get without the spill tier and without hit/miss counting.
   GetResult GetResident(const HashPair& h, std::string_view key,
                         std::string* value,
-                        SpinLock& key_lock, uint64_t now);
+                        ParkingLock& key_lock, uint64_t now);
   // Spills the sparsest sealed page (worker); true if a page was freed.
   bool SpillSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Writes frozen page `page` as one PageBlob and moves its live keys to the

@@ -44,7 +44,7 @@ class NodeShardTest : public ::testing::Test {
     c.reclaim_patience = reclaim_patience;
     c.clock = &clock_;
     c.spill_cold_pages = cold_pages_;
-    c.key_lock_for = [](void* self, const HashPair& h) -> SpinLock& {
+    c.key_lock_for = [](void* self, const HashPair& h) -> ParkingLock& {
       return static_cast<NodeShardTest*>(self)->LockFor(h);
     };
     c.key_lock_context = this;
@@ -53,19 +53,19 @@ class NodeShardTest : public ::testing::Test {
     shard_ = std::move(*shard);
   }
 
-  SpinLock& LockFor(const HashPair& h) { return shard_->KeyLockFor(h); }
+  ParkingLock& LockFor(const HashPair& h) { return shard_->KeyLockFor(h); }
 
   static std::string KeyName(int i) { return "key" + std::to_string(i); }
   HashPair Key(int i) { return hasher_.Hash(KeyName(i)); }
 
   SetResult Set(int i, std::string_view value, WriteOptions o = {}) {
     const HashPair h = Key(i);
-    SpinLockHolder l(LockFor(h));
+    ParkingLockHolder l(LockFor(h));
     return shard_->Set(h, KeyName(i), value, o);
   }
   DeleteResult Delete(int i) {
     const HashPair h = Key(i);
-    SpinLockHolder l(LockFor(h));
+    ParkingLockHolder l(LockFor(h));
     return shard_->Delete(h);
   }
   GetResult Get(int i, std::string* v) {
