@@ -20,8 +20,9 @@ void SetNodeInitFailureForTesting(int node);
 // another thread). Null members are skipped; production never sets any.
 struct EngineTestHooks {
   // An ARC victim has left the key table and is about to be copied to the
-  // spill tier and indexed there. Runs under ARC's lock, on the evicting
-  // thread.
+  // spill tier and indexed there. Runs after ARC's lock is released, on
+  // the thread that copies it (the evicting one, or a writer or Get of
+  // that key that settles it first).
   void (*victim_erased)(const HashPair& h) = nullptr;
   // A Set found its key neither in memory nor in the spill index and is
   // about to insert it (it holds the key's write lock).

@@ -190,6 +190,9 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
     }
     SpilledKey spilled;
     if (!spill_index_->Lookup(h, &spilled) || spilled.Expired(now)) {
+      // An ARC victim of h between ARC and the index: indexed now, look
+      // it up again.
+      if (SettleVictim(h)) continue;
       // No entry. Another Get may have reloaded the key since we looked in
       // memory: a reload inserts the key before it takes the entry, so look
       // in memory once more rather than miss a key that is being reloaded.
@@ -338,10 +341,10 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
                               !spilled.Expired(now);
     // ... except for an ARC victim between its erase and its indexing
     // (spill_index.h, "victim"): a condition must not decide on that, so
-    // wait for ARC's critical section to end and look again.
+    // have it indexed (SettleVictim) and look again.
     if (options.mode != SetMode::kAlways && spill_index_ != nullptr &&
         !cur.has_value() && !live_spilled && !waited_for_evictions) {
-      arc_->WaitForEvictionsInFlight();
+      SettleVictim(h);
       waited_for_evictions = true;
       continue;
     }
@@ -462,16 +465,22 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
       t->before_insert(h);
     }
     const CMapSetResult sr = arc_->Set(h, fresh);
+    // Victims this insert made ARC evict are copied out now that ARC's
+    // lock is released.
+    DrainVictims();
     if (sr.err == Error::kOk) {
       // Only writers insert and they hold the key's lock, so the key was
       // absent when Peek said so and Set inserted it.
       assert(sr.inserted);
-      // An ARC victim is erased and then indexed in one critical section of
-      // ARC's lock, without its key lock: Peek and the index lookup above
-      // can both fall between the two and miss the key. The insert took
-      // ARC's lock, so such an entry is visible now; it is older than this
-      // write and must not outlive it (docs/spill.md, "No resurrection").
-      if (spill_index_ != nullptr) spill_index_->TakeIfOlder(h, version);
+      // An ARC victim is erased under ARC's lock and indexed after it,
+      // without its key lock: Peek and the index lookup above can both
+      // fall between the two and miss the key. Once it is indexed
+      // (SettleVictim) its entry is older than this write and must not
+      // outlive it (docs/spill.md, "No resurrection").
+      if (spill_index_ != nullptr) {
+        SettleVictim(h);
+        spill_index_->TakeIfOlder(h, version);
+      }
       pool_.Publish(r.page, capacity);
       pool_.EndWrite(r.page);
       stats_.Add(Counter::kSets);
@@ -500,6 +509,9 @@ DeleteResult NodeShard::Delete(const HashPair& h) {
     // Removing an expired key is counted as its expiration: the client
     // deleted nothing (deleted = false).
     if (err == Error::kKeyNotFound) {
+      // A victim of h between ARC and the index is indexed first, so that
+      // this Delete removes it.
+      SettleVictim(h);
       SpilledKey spilled;
       if (spill_index_ != nullptr && spill_index_->Take(h, &spilled)) {
         const bool expired = spilled.Expired(now);
@@ -532,9 +544,9 @@ Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
     if (err == Error::kAbandonedSet) continue;
     if (err == Error::kKeyNotFound && spill_index_ != nullptr) {
       // A spilled key's expiry lives in its index entry. A victim between
-      // its erase and its indexing is in neither place: wait for ARC's
-      // critical section to end, then look again (spill_index.h, "victim").
-      arc_->WaitForEvictionsInFlight();
+      // its erase and its indexing is in neither place: have it indexed,
+      // then look again (spill_index.h, "victim").
+      SettleVictim(h);
       if (arc_->Peek(h).has_value()) continue;
       SpilledKey spilled;
       if (spill_index_->Lookup(h, &spilled) && !spilled.Expired(now) &&
@@ -564,45 +576,114 @@ void NodeShard::AccountRemoved(const KeyMeta& m) {
 }
 
 void NodeShard::OnEvict(const HashPair& h, const KeyMeta& m) {
+  // Runs under ARC's SpinLock: nothing here may block or allocate. With the
+  // spill tier the victim only gets a transit slot (see "ARC victims" in
+  // node_shard.h); the evicting thread copies and indexes it once ARC's
+  // lock is released (DrainVictims). Its entry stays published until then,
+  // so its page, and the bytes, cannot be recycled meanwhile.
   if (spill_index_ != nullptr) {
-    if (const EngineTestHooks* t = TestHooks();
-        t != nullptr && t->victim_erased != nullptr) {
-      t->victim_erased(h);
-    }
-    // The worker's victims (ForceEvictOne) always go to the batch. A writer
-    // whose insert made ARC evict (a full key table) adds its victim only if
-    // the batch is free and not already two pages long: it holds ARC's lock
-    // and must not wait for a disk write (FlushVictimBatch holds batch_mu_).
-    bool batched = true;
-    if (tls_spill_victims) {
-      MutexLock l(&batch_mu_);
-      AddVictimLocked(h, m);
-    } else if (batch_mu_.TryLock()) {
-      batched = batch_ == nullptr ||
-                batch_->data_bytes() < 2 * uint64_t{pool_.page_size()};
-      if (batched) AddVictimLocked(h, m);
-      batch_mu_.Unlock();
-    } else {
-      batched = false;
-    }
-    if (batched) {
-      AccountRemoved(m);
-      stats_.Add(Counter::kSpilledKeys);
+    // Only evictors claim slots, and they all hold ARC's lock: no two claim
+    // at once. The acquire load pairs with the release store that freed the
+    // slot, so the drainer's reads of it are done before we overwrite it.
+    for (VictimSlot& slot : victims_) {
+      if (slot.state.load(std::memory_order_acquire) != kSlotFree) continue;
+      slot.h1.store(h.h1, std::memory_order_relaxed);
+      slot.h2.store(h.h2, std::memory_order_relaxed);
+      slot.meta = m;
+      slot.from_worker = tls_spill_victims;
+      slot.reason = tls_eviction_reason;
+      victims_pending_.fetch_add(1, std::memory_order_relaxed);
+      // Publishes meta and the flags to the drainer's acquire CAS.
+      slot.state.store(kSlotPending, std::memory_order_release);
       return;
     }
+    // Every slot is taken (evictions outran their drains): the victim is
+    // dropped, as any eviction without a spill tier.
   }
   AccountRemoved(m);
   stats_.Add(m.Expired(NowMs()) ? Counter::kTtlExpirations
                                 : tls_eviction_reason);
 }
 
+bool NodeShard::DrainVictimSlot(VictimSlot& slot) {
+  uint32_t pending = kSlotPending;
+  // Acquire: pairs with OnEvict's release store, so meta is the victim's.
+  if (!slot.state.compare_exchange_strong(pending, kSlotDraining,
+                                          std::memory_order_acquire,
+                                          std::memory_order_relaxed)) {
+    return false;
+  }
+  const HashPair h{slot.h1.load(std::memory_order_relaxed),
+                   slot.h2.load(std::memory_order_relaxed)};
+  const KeyMeta m = slot.meta;
+  if (const EngineTestHooks* t = TestHooks();
+      t != nullptr && t->victim_erased != nullptr) {
+    t->victim_erased(h);
+  }
+  // The worker's victims always go to the batch. A writer's (its insert
+  // made ARC evict: a full key table) only while the batch is under two
+  // pages: the writer flushes it afterwards, and must not let it grow
+  // without bound when the flushes fall behind.
+  bool batched;
+  {
+    MutexLock l(&batch_mu_);
+    batched = slot.from_worker || batch_ == nullptr ||
+              batch_->data_bytes() < 2 * uint64_t{pool_.page_size()};
+    if (batched) AddVictimLocked(h, m);
+  }
+  AccountRemoved(m);
+  stats_.Add(batched ? Counter::kSpilledKeys
+                     : m.Expired(NowMs()) ? Counter::kTtlExpirations
+                                          : slot.reason);
+  // Release: a settler that sees the slot free (acquire) sees the index
+  // entry, and the next claimer's writes come after our reads.
+  slot.state.store(kSlotFree, std::memory_order_release);
+  // Release, after the slot is free: a settler whose acquire load reads
+  // zero sees every drain done (the decrements form one release sequence).
+  victims_pending_.fetch_sub(1, std::memory_order_release);
+  return true;
+}
+
+void NodeShard::DrainVictims() {
+  if (victims_pending_.load(std::memory_order_relaxed) == 0) return;
+  for (VictimSlot& slot : victims_) DrainVictimSlot(slot);
+}
+
+bool NodeShard::SettleVictim(const HashPair& h) {
+  if (spill_index_ == nullptr) return false;
+  // Every eviction of h that started before now has claimed its slot once
+  // ARC's critical section is over; the lock hand-over orders the claim's
+  // (relaxed) writes before our loads.
+  arc_->WaitForEvictionsInFlight();
+  if (victims_pending_.load(std::memory_order_acquire) == 0) return false;
+  bool found = false;
+  for (VictimSlot& slot : victims_) {
+    for (;;) {
+      const uint32_t state = slot.state.load(std::memory_order_acquire);
+      if (state == kSlotFree ||
+          slot.h1.load(std::memory_order_relaxed) != h.h1 ||
+          slot.h2.load(std::memory_order_relaxed) != h.h2) {
+        break;
+      }
+      found = true;
+      if (state == kSlotPending) {
+        DrainVictimSlot(slot);
+      } else {
+        // Another thread is indexing it: memory copies under batch_mu_ and
+        // the index's mutexes, never a wait for a key lock.
+        std::this_thread::yield();
+      }
+    }
+  }
+  return found;
+}
+
 void NodeShard::AddVictimLocked(const HashPair& h, const KeyMeta& m) {
-  // Runs under the ARC SpinLock, right after the victim left the table and
-  // before its entry is unpublished. Its bytes are stable: a page is
-  // recycled only once its live bytes are zero, and this entry's are still
-  // counted until OnEvict's AccountRemoved; no in-place writer can reach an
-  // entry whose KeyMeta is gone. Indexing it in the same critical section
-  // keeps the spill index's invariant (spill_index.h, "victim").
+  // Runs after the victim left the table and before its entry is
+  // unpublished. Its bytes are stable: a page is recycled only once its live
+  // bytes are zero, and this entry's are still counted until the drain's
+  // AccountRemoved; no in-place writer can reach an entry whose KeyMeta is
+  // gone.
   if (batch_ == nullptr) {
     batch_page_id_ = config_.spill_store->NewPageId();
     batch_ = std::make_unique<spill::PageBlobBuilder>(
@@ -993,6 +1074,7 @@ bool NodeShard::ForceEvictBatch() {
   for (int i = 0; i < kEvictBatch && evicted; ++i) {
     const ForcedEviction<KeyMeta> e = arc_->ForceEvictOne();
     evicted = e.err != Error::kKeyNotFound;  // else nothing left to evict
+    DrainVictims();
   }
   tls_spill_victims = false;
   if (spill_index_ != nullptr) FlushVictimBatch(/*force=*/false);
@@ -1399,6 +1481,7 @@ Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
       return Error::kNoMemory;
     }
     const CMapSetResult sr = arc_->Set(h, fresh);
+    DrainVictims();
     if (sr.err == Error::kOk) {
       pool_.Publish(r.page, capacity);
       pool_.EndWrite(r.page);

@@ -23,7 +23,8 @@
 //             "memcpy inside UpdateInPlace"). MoveEntry is the one
 //             implementation.
 //   evictor   ARC capacity eviction (inside ConcurrentARC::Set, under its
-//             SpinLock), ForceEvictOne, whole-page eviction and TTL
+//             SpinLock; with the spill tier the victim is indexed after it,
+//             see "ARC victims" below), ForceEvictOne, whole-page eviction and TTL
 //             reclamation (the worker's, and a Get's of the expired entry
 //             it found, with the key lock try-locked): erase the slot.
 //             Erasing needs no key lock: an eviction may remove any key at
@@ -39,13 +40,48 @@
 // Key locks are ParkingLocks (engine/common/parking_lock.h): a holder may
 // block, and its waiters sleep on a futex.
 //
-// Lock order: key lock -> reclaim mutex -> (ARC SpinLock | CMap slot seq)
-// -> batch_mu_ -> the spill index's mutexes. The reclaim mutex holder never
-// waits for a key lock (TTL reclamation only try-locks), and nobody blocks
-// while holding a slot seq or the ARC lock: batch_mu_ and the index's
-// mutexes are leaves held only for in-memory work (FlushVictimBatch writes
-// its blob with no lock held), so an eviction callback that takes batch_mu_
-// under ARC's lock waits for memory copies at most.
+// Lock order: key lock -> reclaim mutex -> (ARC SpinLock | CMap slot seq),
+// and key lock -> reclaim mutex -> batch_mu_ -> the spill index's mutexes.
+// The reclaim mutex holder never waits for a key lock (TTL reclamation only
+// try-locks). No SpinLock or slot seq is held across anything that can
+// block or allocate: ARC's eviction callback only parks its victim in a
+// transit slot (below), and batch_mu_ and the index's mutexes are taken
+// after ARC's lock is released. They are leaves held only for in-memory
+// work (FlushVictimBatch writes its blob with no lock held).
+//
+// ---------------------------------------------------------------------------
+// ARC victims (spill tier on): erased under ARC's lock, indexed after it
+//
+// ARC evicts inside its own critical section (a Set that found the key
+// table full, or the worker's ForceEvictOne). Copying the victim into the
+// spill batch takes batch_mu_ and allocates, so it happens after ARC's lock
+// is released, in two steps:
+//
+//   claim    OnEvict, under ARC's lock: takes a free VictimSlot (acquire
+//            load of FREE; only evictors claim and they hold ARC's lock),
+//            writes the hash, the KeyMeta and why, then stores PENDING
+//            (release). The entry stays published, so its page cannot be
+//            recycled and its bytes stay as they were. No free slot: the
+//            victim is dropped (an eviction, as without the spill tier).
+//   drain    DrainVictimSlot: CAS PENDING -> DRAINING (acquire), copy into
+//            the batch and index it under batch_mu_, unpublish the entry,
+//            store FREE (release), then decrement victims_pending_
+//            (release). The evicting thread drains every pending slot as
+//            soon as its ARC call returns (DrainVictims).
+//
+// No resurrection (spill_index.h, "victim"): between the claim and the
+// drain the key is in neither ARC nor the index. Every writer of the key
+// (which holds its key lock) that could have looked in that window settles
+// it before deciding or acknowledging: SettleVictim passes through ARC's
+// lock (WaitForEvictionsInFlight), after which every eviction of the key
+// that started earlier has claimed its slot, then drains a PENDING slot of
+// the key itself or yields until another thread's DRAINING one is FREE.
+// So: an inserting Set settles after its insert and then drops any older
+// index entry (TakeIfOlder); Delete settles after its Erase and before it
+// looks at the index; a conditional Set, a Touch and a Get that found the
+// key nowhere settle and look again. A victim evicted after the writer's
+// own ARC operation is a copy of the writer's value, never an older one.
+// tests/spill/spill_race_test forces the interleavings.
 //
 // ---------------------------------------------------------------------------
 // The Get protocol (seqlock read across CMap and page)
@@ -147,6 +183,7 @@
 #ifndef FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_H_
 #define FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_H_
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -420,8 +457,34 @@ class NodeShard {
   // Accounts an entry whose KeyMeta just left its slot.
   void AccountRemoved(const KeyMeta& m);
 
-  // ConcurrentARC's eviction callback (runs under the ARC SpinLock).
+  // ConcurrentARC's eviction callback (runs under the ARC SpinLock): with
+  // the spill tier, parks the victim in a transit slot; else drops it.
   void OnEvict(const HashPair& h, const KeyMeta& m);
+
+  // ---- ARC victims in transit (see "ARC victims" above) ----
+  static constexpr uint32_t kSlotFree = 0;
+  static constexpr uint32_t kSlotPending = 1;   // claimed, not yet indexed
+  static constexpr uint32_t kSlotDraining = 2;  // being copied and indexed
+  struct alignas(kCacheLineSize) VictimSlot {
+    std::atomic<uint32_t> state{kSlotFree};
+    // Atomic because a settler reads them while a claimer may rewrite a
+    // free slot; the state's release/acquire orders everything else.
+    std::atomic<uint64_t> h1{0};
+    std::atomic<uint64_t> h2{0};
+    KeyMeta meta;
+    bool from_worker = false;  // ForceEvictOne's victim: always batched
+    Counter reason = Counter::kEvictionsKeys;  // if it is dropped
+  };
+  // One ForceEvictBatch round's worth; a writer's insert evicts one or two.
+  static constexpr size_t kVictimSlots = 64;
+  // Copies the victim of a pending slot into the spill batch and indexes it
+  // (or drops it), then frees the slot. False if it was not pending.
+  bool DrainVictimSlot(VictimSlot& slot);
+  // Drains every pending slot: the evicting thread, after its ARC call.
+  void DrainVictims();
+  // Makes sure no victim of `h` evicted before now is still in transit
+  // (drains it, or waits while another thread does). True if there was one.
+  bool SettleVictim(const HashPair& h);
 
   // Get without the spill tier and without hit/miss counting.
   GetResult GetResident(const HashPair& h, std::string_view key,
@@ -450,7 +513,7 @@ class NodeShard {
   // store removed for its budget). REQUIRES: reclaim_mu_ (the sweep cursor).
   void SweepSpillIndex() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Copies an ARC victim into the spill batch and indexes it there
-  // (OnEvict, under the ARC SpinLock).
+  // (DrainVictimSlot, with no SpinLock held).
   void AddVictimLocked(const HashPair& h, const KeyMeta& m)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(batch_mu_);
   // Writes the spill batch as one PageBlob once it holds a page of values
@@ -500,6 +563,11 @@ class NodeShard {
   uint64_t inflight_page_id_ ABSL_GUARDED_BY(batch_mu_) = 0;
   // The batch holds a page of values (a hint read without batch_mu_).
   std::atomic<bool> batch_full_{false};
+  // ARC victims between ARC's critical section and the spill index, and
+  // how many slots are not free (a hint: relaxed; see SettleVictim for the
+  // ordering that makes a zero trustworthy where it matters).
+  std::array<VictimSlot, kVictimSlots> victims_;
+  std::atomic<uint32_t> victims_pending_{0};
 
   // Cold pages: the marked keys, coldest last (migration pops the back),
   // with the KeyMeta seen when marked; `cold_pending_` mirrors its size for

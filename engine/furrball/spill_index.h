@@ -13,15 +13,15 @@
 //   write    Set/Delete remove the entry (Take) before they acknowledge, so
 //            an older spilled copy can never be reloaded after them.
 //   victim   an ARC victim is the one entry added without its key lock: it
-//            is erased from the table and indexed in one critical section
-//            of ARC's lock. A writer's Peek and Lookup may fall between the
-//            two and see the key nowhere; so a writer that then inserts
-//            (which takes ARC's lock, after the victim's critical section)
-//            removes any entry older than its write (TakeIfOlder), and
-//            Delete looks at the index only after its Erase, which takes
-//            ARC's lock too. A conditional Set or a Touch that finds the key
-//            in neither place passes through ARC's lock once
-//            (WaitForEvictionsInFlight) and looks again before deciding.
+//            is erased from the table under ARC's lock and indexed just
+//            after it (node_shard.h, "ARC victims"). A writer's Peek and
+//            Lookup may fall between the two and see the key nowhere; so a
+//            writer that then inserts has the victim indexed
+//            (NodeShard::SettleVictim) and removes any entry older than its
+//            write (TakeIfOlder), and Delete settles after its Erase and
+//            before it looks at the index. A conditional Set, a Touch or a
+//            Get that finds the key in neither place settles and looks
+//            again before deciding.
 //   reload   re-inserts the key only if the entry is still exactly the one
 //            the blob was read for (same page id and version), then removes
 //            it. Insert first: a Get that missed in memory and then finds

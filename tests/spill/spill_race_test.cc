@@ -1,12 +1,12 @@
 // One interleaving of the spill tier's no-resurrection protocol, forced with
 // the engine's pause points (furrball_testing.h): an ARC victim is erased
-// from the key table and indexed in the spill tier in one critical section
-// of ARC's lock, without its key lock, so a writer of that key can look in
-// both places between the two steps and find the key in neither.
+// from the key table under ARC's lock and indexed in the spill tier just
+// after it, without its key lock, so a writer of that key can look in both
+// places between the two steps and find the key in neither.
 //
 //   worker   evicts K (value v1): erases it ... [paused] ... indexes v1
 //   writer   Set(K, v2): sees K nowhere, is about to insert  [paused]
-//   worker   resumes: indexes v1, releases ARC's lock
+//   worker   resumes: indexes v1 (the writer's insert waits for that)
 //   writer   inserts v2 (acknowledged)
 //   test     Delete(K) (acknowledged), then Get(K)
 //
@@ -96,8 +96,8 @@ TEST(SpillRaceTest, WriterBetweenVictimEraseAndIndexCannotResurrectIt) {
   // A filler writes new keys (never reading K, which becomes ARC's coldest)
   // until the worker evicts K and pauses, then stops, leaving the room the
   // worker keeps free to the writer (pages_empty: free pages over both
-  // nodes). It runs on its own thread: once the
-  // worker is paused, holding ARC's lock, the filler's last Set may block.
+  // nodes). It runs on its own thread: once the worker is paused, holding
+  // the reclaim mutex, the filler's last Set may block.
   std::atomic<bool> stop{false};
   std::thread filler([&] {
     for (int i = 0; !stop.load() && !rv.victim_paused.load(); ++i) {
@@ -142,6 +142,70 @@ TEST(SpillRaceTest, WriterBetweenVictimEraseAndIndexCannotResurrectIt) {
                         << v.substr(0, 8) << "'"
                         << (g.reloaded ? " from the spill tier" : "");
   g_rv = nullptr;
+}
+
+// ---- A victim being copied to the spill tier holds no ARC lock ----
+
+std::atomic<bool> g_first_victim_paused{false};
+std::atomic<bool> g_first_victim_release{false};
+std::atomic<uint64_t> g_first_victim_h1{0};
+std::atomic<uint64_t> g_first_victim_h2{0};
+
+void PauseFirstVictim(const HashPair& h) {
+  if (g_first_victim_paused.load()) return;
+  g_first_victim_h1 = h.h1;
+  g_first_victim_h2 = h.h2;
+  g_first_victim_paused = true;
+  while (!g_first_victim_release.load()) std::this_thread::yield();
+}
+
+// Copying a victim into the spill batch waits for the batch mutex and
+// allocates, so it must not run inside ARC's critical section (a SpinLock:
+// issue 15 item 6). The evictor is held at the copy (victim_erased) and a
+// Delete on its node, which takes that node's ARC lock, must finish.
+TEST(SpillRaceTest, AVictimBeingCopiedToTheSpillTierHoldsNoArcLock) {
+  ManualClock clock;
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(
+      spill_testing::SmallSpillCache(spill_testing::FreshTestDir(), &clock));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  EngineTestHooks hooks;
+  hooks.victim_erased = &PauseFirstVictim;
+  SetEngineTestHooksForTesting(&hooks);
+
+  std::atomic<bool> stop{false};
+  std::thread filler([&] {
+    for (int i = 0; !stop.load() && !g_first_victim_paused.load(); ++i) {
+      ball.Set("fill-" + std::to_string(i), Value("fill"));
+      while (i % 16 == 15 && !stop.load() && !g_first_victim_paused.load() &&
+             spill_testing::SpillTotals(ball).pages_empty < 4) {
+        std::this_thread::yield();
+      }
+    }
+  });
+  const bool paused = Await(g_first_victim_paused);
+
+  std::atomic<bool> deleted{false};
+  std::thread deleter([&] {
+    if (!paused) return;
+    const int node =
+        ball.OwnerOf(HashPair{g_first_victim_h1.load(), g_first_victim_h2.load()});
+    for (int i = 0;; ++i) {
+      const std::string k = "absent-" + std::to_string(i);
+      if (ball.OwnerOf(ball.Hash(k)) != node) continue;
+      ball.Delete(k);
+      break;
+    }
+    deleted = true;
+  });
+  const bool done = paused && Await(deleted);
+  stop = true;
+  g_first_victim_release = true;  // never leave the evictor held
+  deleter.join();
+  filler.join();
+  SetEngineTestHooksForTesting(nullptr);
+  ASSERT_TRUE(paused) << "no victim was ever copied to the spill tier";
+  EXPECT_TRUE(done) << "a Delete on the victim's node waited for the copy";
 }
 
 // ---- A reload in its disk read holds up no other key of its node ----
