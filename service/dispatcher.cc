@@ -62,8 +62,7 @@ Dispatcher::Dispatcher(FurrBall* engine, const DispatcherOptions& options)
     queues_.push_back(std::make_unique<NodeQueue>(
         this, router.IdOf(i), std::max<size_t>(1, options_.max_batch)));
   }
-  if (options_.mode == DispatchMode::kNodeJob &&
-      !engine_->options().spill_dir.empty()) {
+  if (!engine_->options().spill_dir.empty()) {
     for (int i = 0; i < std::max(1, options_.reload_threads); ++i) {
       reload_threads_.emplace_back([this] { ReloadLoop(); });
     }
@@ -100,6 +99,11 @@ Error Dispatcher::Submit(CacheOp* op) {
       op->deadline_exceeded = true;
     } else {
       Execute(*op);
+      // The calling gRPC thread does not wait for the disk either.
+      if (op->kind == OpKind::kGet && op->get.on_disk) {
+        DeferToReload(op);
+        return Error::kOk;
+      }
     }
     op->on_done(op, op->done_context);
     return Error::kOk;
@@ -156,6 +160,11 @@ void Dispatcher::SubmitBatch(CacheOp* const* ops, size_t n) {
         op->deadline_exceeded = true;
       } else {
         Execute(*op);
+        // As in Submit: a Get that needs the disk goes to a reload thread.
+        if (op->kind == OpKind::kGet && op->get.on_disk) {
+          DeferToReload(op);
+          continue;
+        }
       }
       op->on_done(op, op->done_context);
     }
@@ -348,8 +357,7 @@ void Dispatcher::ReloadLoop() {
 void Dispatcher::Execute(CacheOp& op) {
   switch (op.kind) {
     case OpKind::kGet:
-      // Without reload threads (direct mode, or no spill tier) a Get may
-      // read the disk where it runs.
+      // Without reload threads (no spill tier) there is no disk to read.
       op.get = reload_threads_.empty()
                    ? engine_->Get(KeyRef{op.hash, op.key}, op.value_out)
                    : engine_->GetFromMemory(KeyRef{op.hash, op.key},

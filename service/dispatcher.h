@@ -26,16 +26,18 @@
 // the merged writes are linearized immediately before the applied one. If the
 // applied write fails, the merged writes are executed one by one instead.
 //
-// Direct mode executes each op inline in Submit() (the ablation switch).
+// Direct mode executes each op inline in Submit() (the ablation switch),
+// except a Get that needs the disk (below).
 //
 // SubmitBatch is Submit for many ops of one request (the Batch stream): the
 // same protocol, with one mutex acquisition per node run instead of per op.
 //
-// Disk reads. A worker never waits for the spill tier: in NodeJob mode with
-// the spill tier on, it runs Gets with FurrBall::GetFromMemory, and a Get
-// whose key is only on disk (on_disk) is handed, once its batch is done, to
-// one of a few reload threads, which finish it with FurrBall::Get and run its
-// on_done. So a ghost hit's disk read holds up neither the node's queue nor
+// Disk reads. Neither a worker nor a gRPC thread waits for the spill tier:
+// with the spill tier on, Gets run with FurrBall::GetFromMemory, and a Get
+// whose key is only on disk (on_disk) is handed (in NodeJob mode once its
+// batch is done, in direct mode before Submit returns) to one of a few
+// reload threads, which finish it with FurrBall::Get and run its on_done.
+// So a ghost hit's disk read holds up neither the node's queue nor
 // the other ops of its batch. The deferred Get takes effect after ops that
 // arrived after it; it was in flight alongside them, so the order is still
 // one a client could see (Pipeline answers in completion order anyway), and
@@ -91,7 +93,8 @@ struct CacheOp {
   DeleteResult del;
 
   // Called exactly once per successfully submitted op, on the worker thread
-  // (or inside Submit in direct mode). May delete the op.
+  // (or inside Submit in direct mode), or on a reload thread for a Get that
+  // read the disk. May delete the op.
   void (*on_done)(CacheOp* op, void* context) = nullptr;
   void* done_context = nullptr;
 
@@ -108,8 +111,8 @@ struct DispatcherOptions {
   // Ops a worker takes per drain.
   size_t max_batch = 64;
   bool write_compaction = true;
-  // NodeJob mode with the spill tier on: threads that finish the Gets whose
-  // keys are only on disk (see "Disk reads" above).
+  // With the spill tier on: threads that finish the Gets whose keys are only
+  // on disk (see "Disk reads" above).
   int reload_threads = 2;
 };
 
@@ -176,7 +179,7 @@ class Dispatcher {
   std::atomic<bool> stopped_{false};
 
   // Gets waiting for a disk read, linked through CacheOp::next, and the
-  // threads that do the reads (none unless NodeJob mode and spill on).
+  // threads that do the reads (none unless the spill tier is on).
   Mutex reload_mu_;
   CondVar reload_work_;  // an op was queued, or the threads must exit
   CondVar reload_idle_;  // the queue is empty and no read runs

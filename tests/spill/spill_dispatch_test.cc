@@ -58,17 +58,13 @@ struct Call {
   }
 };
 
-TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
-  ManualClock clock;
-  FurrBallOptions o =
-      spill_testing::SmallSpillCache(spill_testing::FreshTestDir(), &clock);
-  o.node_count = 1;  // every key on one node, one worker
-  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  FurrBall& ball = **opened;
-  constexpr int kKeys = 3000;  // about 3x the memory
+constexpr int kKeys = 3000;  // about 3x the memory
+
+// Writes kKeys keys to a one-node cache (every key on one node, one worker)
+// and returns one whose only copy is on disk (-1 if none).
+int FillPastMemory(FurrBall& ball) {
   for (int i = 0; i < kKeys; ++i) {
-    ASSERT_EQ(ball.Set(Key(i), Value(i)).error, Error::kOk);
+    EXPECT_EQ(ball.Set(Key(i), Value(i)).error, Error::kOk);
     if (i % 16 == 15) {
       spill_testing::WaitFor("the worker never freed pages", [&] {
         return spill_testing::SpillTotals(ball).pages_empty >= 2;
@@ -76,12 +72,28 @@ TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
     }
   }
   // The oldest keys are on disk.
-  int spilled = -1;
-  for (int i = 0; i < kKeys && spilled < 0; ++i) {
+  for (int i = 0; i < kKeys; ++i) {
     std::string v;
     // Holds() is not public; GetFromMemory tells without reading the disk.
-    if (ball.GetFromMemory(ball.Ref(Key(i)), &v).on_disk) spilled = i;
+    if (ball.GetFromMemory(ball.Ref(Key(i)), &v).on_disk) return i;
   }
+  return -1;
+}
+
+FurrBallOptions OneNodeSpillCache(const Clock* clock) {
+  FurrBallOptions o =
+      spill_testing::SmallSpillCache(spill_testing::FreshTestDir(), clock);
+  o.node_count = 1;
+  return o;
+}
+
+TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
+  ManualClock clock;
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
+      FurrBall::Open(OneNodeSpillCache(&clock));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  const int spilled = FillPastMemory(ball);
   ASSERT_GE(spilled, 0) << "no key was on disk";
 
   DispatcherOptions d;
@@ -123,6 +135,50 @@ TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
 
   ASSERT_TRUE(paused) << "the Get of a spilled key read no disk";
   EXPECT_TRUE(all_done) << "the node's queue waited for the held disk read";
+  ASSERT_TRUE(held.done.load());
+  EXPECT_EQ(held.op.error, Error::kOk);
+  EXPECT_TRUE(held.op.get.found);
+  EXPECT_TRUE(held.op.get.reloaded);
+  EXPECT_EQ(held.value, Value(spilled));
+}
+
+// Direct mode (the default) runs ops on the calling gRPC thread, which must
+// not wait for the disk either: a Get whose key is only on disk is handed to
+// a reload thread, and Submit returns while that read is held (issue 15
+// item 6).
+TEST(SpillDispatchTest, DirectModeHandsADiskReadToAReloadThread) {
+  ManualClock clock;
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
+      FurrBall::Open(OneNodeSpillCache(&clock));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  const int spilled = FillPastMemory(ball);
+  ASSERT_GE(spilled, 0) << "no key was on disk";
+
+  DispatcherOptions d;
+  d.mode = DispatchMode::kDirect;
+  auto dispatcher = std::make_unique<Dispatcher>(&ball, d);
+  spill_testing::HeldPause hold;
+
+  Call held;
+  held.Prepare(ball, OpKind::kGet, Key(spilled));
+  std::atomic<bool> returned{false};
+  Error submitted = Error::kOk;
+  std::thread caller([&] {
+    submitted = dispatcher->Submit(&held.op);
+    returned = true;
+  });
+  const bool paused = hold.AwaitHeld();
+  const bool returned_while_held = paused && Await(returned);
+  hold.Release();  // whatever happened, let the read go on
+  caller.join();
+  dispatcher->WaitIdle();
+  dispatcher.reset();
+
+  ASSERT_TRUE(paused) << "the Get of a spilled key read no disk";
+  EXPECT_TRUE(returned_while_held)
+      << "Submit waited for the disk read on the calling thread";
+  EXPECT_EQ(submitted, Error::kOk);
   ASSERT_TRUE(held.done.load());
   EXPECT_EQ(held.op.error, Error::kOk);
   EXPECT_TRUE(held.op.get.found);
