@@ -60,41 +60,56 @@ struct Call {
 
 constexpr int kKeys = 3000;  // about 3x the memory
 
-// Writes kKeys keys to a one-node cache (every key on one node, one worker)
-// and returns one whose only copy is on disk (-1 if none).
-int FillPastMemory(FurrBall& ball) {
-  for (int i = 0; i < kKeys; ++i) {
-    EXPECT_EQ(ball.Set(Key(i), Value(i)).error, Error::kOk);
-    if (i % 16 == 15) {
-      spill_testing::WaitFor("the worker never freed pages", [&] {
-        return spill_testing::SpillTotals(ball).pages_empty >= 2;
-      });
-    }
-  }
-  // The oldest keys are on disk.
-  for (int i = 0; i < kKeys; ++i) {
-    std::string v;
-    // Holds() is not public; GetFromMemory tells without reading the disk.
-    if (ball.GetFromMemory(ball.Ref(Key(i)), &v).on_disk) return i;
-  }
-  return -1;
-}
-
 FurrBallOptions OneNodeSpillCache(const Clock* clock) {
   FurrBallOptions o =
       spill_testing::SmallSpillCache(spill_testing::FreshTestDir(), clock);
-  o.node_count = 1;
+  o.node_count = 1;  // every key on one node, one worker
   return o;
 }
 
-TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
-  ManualClock clock;
-  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
-      FurrBall::Open(OneNodeSpillCache(&clock));
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  FurrBall& ball = **opened;
-  const int spilled = FillPastMemory(ball);
-  ASSERT_GE(spilled, 0) << "no key was on disk";
+// A one-node cache holding kKeys keys, and one of them whose only copy is
+// on disk (spilled_).
+class SpilledKeyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<FurrBall>> opened =
+        FurrBall::Open(OneNodeSpillCache(&clock_));
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    ball_ = *std::move(opened);
+    for (int i = 0; i < kKeys; ++i) {
+      ASSERT_EQ(ball_->Set(Key(i), Value(i)).error, Error::kOk);
+      if (i % 16 == 15) {
+        spill_testing::WaitFor("the worker never freed pages", [&] {
+          return spill_testing::SpillTotals(*ball_).pages_empty >= 2;
+        });
+      }
+    }
+    // The oldest keys are on disk.
+    for (int i = 0; i < kKeys && spilled_ < 0; ++i) {
+      std::string v;
+      // Holds() is not public; GetFromMemory tells without reading the disk.
+      if (ball_->GetFromMemory(ball_->Ref(Key(i)), &v).on_disk) spilled_ = i;
+    }
+    ASSERT_GE(spilled_, 0) << "no key was on disk";
+  }
+
+  // The held Get of spilled_ finished with its value, read from disk.
+  void ExpectReloadedAnswer(const Call& held) const {
+    ASSERT_TRUE(held.done.load());
+    EXPECT_EQ(held.op.error, Error::kOk);
+    EXPECT_TRUE(held.op.get.found);
+    EXPECT_TRUE(held.op.get.reloaded);
+    EXPECT_EQ(held.value, Value(spilled_));
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<FurrBall> ball_;
+  int spilled_ = -1;
+};
+
+TEST_F(SpilledKeyTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
+  FurrBall& ball = *ball_;
+  const int spilled = spilled_;
 
   DispatcherOptions d;
   d.mode = DispatchMode::kNodeJob;
@@ -135,25 +150,16 @@ TEST(SpillDispatchTest, AHeldDiskReadHoldsUpNoOtherOpOfItsNode) {
 
   ASSERT_TRUE(paused) << "the Get of a spilled key read no disk";
   EXPECT_TRUE(all_done) << "the node's queue waited for the held disk read";
-  ASSERT_TRUE(held.done.load());
-  EXPECT_EQ(held.op.error, Error::kOk);
-  EXPECT_TRUE(held.op.get.found);
-  EXPECT_TRUE(held.op.get.reloaded);
-  EXPECT_EQ(held.value, Value(spilled));
+  ExpectReloadedAnswer(held);
 }
 
 // Direct mode (the default) runs ops on the calling gRPC thread, which must
 // not wait for the disk either: a Get whose key is only on disk is handed to
 // a reload thread, and Submit returns while that read is held (issue 15
 // item 6).
-TEST(SpillDispatchTest, DirectModeHandsADiskReadToAReloadThread) {
-  ManualClock clock;
-  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
-      FurrBall::Open(OneNodeSpillCache(&clock));
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  FurrBall& ball = **opened;
-  const int spilled = FillPastMemory(ball);
-  ASSERT_GE(spilled, 0) << "no key was on disk";
+TEST_F(SpilledKeyTest, DirectModeHandsADiskReadToAReloadThread) {
+  FurrBall& ball = *ball_;
+  const int spilled = spilled_;
 
   DispatcherOptions d;
   d.mode = DispatchMode::kDirect;
@@ -179,11 +185,7 @@ TEST(SpillDispatchTest, DirectModeHandsADiskReadToAReloadThread) {
   EXPECT_TRUE(returned_while_held)
       << "Submit waited for the disk read on the calling thread";
   EXPECT_EQ(submitted, Error::kOk);
-  ASSERT_TRUE(held.done.load());
-  EXPECT_EQ(held.op.error, Error::kOk);
-  EXPECT_TRUE(held.op.get.found);
-  EXPECT_TRUE(held.op.get.reloaded);
-  EXPECT_EQ(held.value, Value(spilled));
+  ExpectReloadedAnswer(held);
 }
 
 }  // namespace
