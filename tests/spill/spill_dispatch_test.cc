@@ -188,5 +188,36 @@ TEST_F(SpilledKeyTest, DirectModeHandsADiskReadToAReloadThread) {
   ExpectReloadedAnswer(held);
 }
 
+// The Batch stream's SubmitBatch in direct mode hands a disk read to a
+// reload thread as Submit does: the Get runs from memory on the calling
+// thread, so without the hand-over a spilled key would be answered as a miss.
+TEST_F(SpilledKeyTest, DirectModeBatchHandsADiskReadToAReloadThread) {
+  FurrBall& ball = *ball_;
+  DispatcherOptions d;
+  d.mode = DispatchMode::kDirect;
+  auto dispatcher = std::make_unique<Dispatcher>(&ball, d);
+  spill_testing::HeldPause hold;
+
+  Call held;
+  held.Prepare(ball, OpKind::kGet, Key(spilled_));
+  CacheOp* ops[] = {&held.op};
+  std::atomic<bool> returned{false};
+  std::thread caller([&] {
+    dispatcher->SubmitBatch(ops, 1);
+    returned = true;
+  });
+  const bool paused = hold.AwaitHeld();
+  const bool returned_while_held = paused && Await(returned);
+  hold.Release();
+  caller.join();
+  dispatcher->WaitIdle();
+  dispatcher.reset();
+
+  ASSERT_TRUE(paused) << "the batched Get of a spilled key read no disk";
+  EXPECT_TRUE(returned_while_held)
+      << "SubmitBatch waited for the disk read on the calling thread";
+  ExpectReloadedAnswer(held);
+}
+
 }  // namespace
 }  // namespace furrballs
