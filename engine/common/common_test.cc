@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/common/byte_codec.h"
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
@@ -79,6 +80,38 @@ TEST(RawAllocatorTest, FromResourceUsesTheResource) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kCacheLineSize, 0u);
   a.Deallocate(p, 256);
+}
+
+TEST(ByteCodecTest, ReadsBackWhatWasAppended) {
+  std::string bytes;
+  AppendLe<uint32_t>(bytes, 0xdeadbeef);
+  AppendLe<uint64_t>(bytes, 42);
+  bytes.append("xyz");
+  ByteReader r(bytes);
+  uint32_t a = 0;
+  uint64_t b = 0;
+  char c[3];
+  ASSERT_TRUE(r.Read(&a));
+  ASSERT_TRUE(r.Read(&b));
+  EXPECT_EQ(r.rest(), "xyz");
+  ASSERT_TRUE(r.Bytes(c, 3));
+  EXPECT_EQ(a, 0xdeadbeefu);
+  EXPECT_EQ(b, 42u);
+  EXPECT_EQ(std::string(c, 3), "xyz");
+  EXPECT_TRUE(r.done());
+}
+
+TEST(ByteCodecTest, AShortReadFailsAndConsumesNothing) {
+  const std::string bytes = "1234567";  // one byte short of a u64
+  ByteReader r(bytes);
+  uint64_t v = 9;
+  EXPECT_FALSE(r.Read(&v));
+  EXPECT_EQ(v, 9u);
+  EXPECT_EQ(r.remaining(), 7u);
+  uint32_t w = 0;
+  EXPECT_TRUE(r.Read(&w));
+  EXPECT_FALSE(r.Bytes(&w, 4));
+  EXPECT_EQ(r.remaining(), 3u);
 }
 
 }  // namespace

@@ -20,18 +20,22 @@
 #include "engine/furrball/node_job.h"
 #include "engine/furrball/node_shard.h"
 #include "engine/furrball/page_pool.h"
+#include "engine/furrball/restart_manifest.h"
 #include "engine/numatic/error_status.h"
 #include "engine/numatic/numatic.h"
 #include "engine/spill/spill_store.h"
 
 namespace furrballs {
 
+using furrball_internal::EncodeRestartManifest;
 using furrball_internal::EntryFootprint;
 using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
 using furrball_internal::NodeJob;
 using furrball_internal::NodeShard;
 using furrball_internal::PagePool;
+using furrball_internal::ParseRestartManifest;
+using furrball_internal::RestartManifest;
 using furrball_internal::ShardConfig;
 using furrball_internal::SpilledKey;
 
@@ -40,87 +44,11 @@ namespace {
 // See furrball_testing.h. Read once per node at Open.
 std::atomic<int> node_init_failure_for_testing{-1};
 
-// The engine's part of the spill manifest (the store adds its page list and
-// checks the whole with a checksum):
-//   u32 magic "FBEM", u32 version 1, the 192-byte hash secret,
-//   u64 wall-clock ms at shutdown, u32 node count, then per node:
-//   u64 next version, u64 key count, keys of
-//   (u64 h1, u64 h2, u64 page id, u64 version, u64 remaining ttl ms or 0).
-constexpr uint32_t kEngineManifestMagic = 0x4d454246;  // "FBEM"
-constexpr uint32_t kEngineManifestVersion = 1;
-
-struct RestoredNode {
-  uint64_t next_version = 0;
-  std::vector<std::pair<HashPair, SpilledKey>> keys;  // expiry = remaining ms
-};
-struct Restored {
-  HashSecret secret;
-  uint64_t wall_ms = 0;
-  std::vector<RestoredNode> nodes;
-};
-
 uint64_t WallMs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count());
-}
-
-template <typename T>
-void Append(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-
-class Reader {
- public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  template <typename T>
-  bool Read(T* v) {
-    if (in_.size() - pos_ < sizeof(T)) return false;
-    std::memcpy(v, in_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return true;
-  }
-  bool Bytes(void* out, size_t n) {
-    if (in_.size() - pos_ < n) return false;
-    std::memcpy(out, in_.data() + pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool done() const { return pos_ == in_.size(); }
-
- private:
-  std::string_view in_;
-  size_t pos_ = 0;
-};
-
-std::optional<Restored> ParseEngineManifest(std::string_view bytes,
-                                            int node_count) {
-  Reader r(bytes);
-  Restored out;
-  uint32_t magic = 0, version = 0, nodes = 0;
-  if (!r.Read(&magic) || magic != kEngineManifestMagic ||
-      !r.Read(&version) || version != kEngineManifestVersion ||
-      !r.Bytes(out.secret.data(), out.secret.size()) || !r.Read(&out.wall_ms) ||
-      !r.Read(&nodes) || static_cast<int>(nodes) != node_count) {
-    return std::nullopt;
-  }
-  out.nodes.resize(nodes);
-  for (RestoredNode& node : out.nodes) {
-    uint64_t count = 0;
-    if (!r.Read(&node.next_version) || !r.Read(&count)) return std::nullopt;
-    for (uint64_t i = 0; i < count; ++i) {
-      HashPair h;
-      SpilledKey k;
-      if (!r.Read(&h.h1) || !r.Read(&h.h2) || !r.Read(&k.page_id) ||
-          !r.Read(&k.version) || !r.Read(&k.expiry_ms)) {
-        return std::nullopt;
-      }
-      node.keys.emplace_back(h, k);
-    }
-  }
-  if (!r.done()) return std::nullopt;
-  return out;
 }
 
 }  // namespace
@@ -261,35 +189,28 @@ class FurrBallImpl final : public FurrBall {
   // store, then the manifest (secret, versions, index) is written.
   absl::Status PersistForWarmRestart() {
     const uint64_t now = clock_->NowMs();
-    std::string manifest;
-    Append<uint32_t>(manifest, kEngineManifestMagic);
-    Append<uint32_t>(manifest, kEngineManifestVersion);
-    manifest.append(reinterpret_cast<const char*>(hasher_.secret().data()),
-                    hasher_.secret().size());
-    Append<uint64_t>(manifest, WallMs());
-    Append<uint32_t>(manifest, static_cast<uint32_t>(shards_.size()));
-    for (ShardPtr& shard : shards_) {
-      shard->SpillAllForShutdown();
-      const auto keys = shard->SpilledKeys();
-      Append<uint64_t>(manifest, shard->next_version());
-      uint64_t live = 0;
-      for (const auto& [h, k] : keys) live += !k.Expired(now);
-      Append<uint64_t>(manifest, live);
-      for (const auto& [h, k] : keys) {
-        if (k.Expired(now)) continue;
-        Append<uint64_t>(manifest, h.h1);
-        Append<uint64_t>(manifest, h.h2);
-        Append<uint64_t>(manifest, k.page_id);
-        Append<uint64_t>(manifest, k.version);
-        Append<uint64_t>(manifest, k.expiry_ms == 0 ? 0 : k.expiry_ms - now);
+    RestartManifest manifest;
+    manifest.secret = hasher_.secret();
+    manifest.wall_ms = WallMs();
+    manifest.nodes.resize(shards_.size());
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      shards_[i]->SpillAllForShutdown();
+      RestartManifest::Node& node = manifest.nodes[i];
+      node.next_version = shards_[i]->next_version();
+      node.keys = shards_[i]->SpilledKeys();
+      std::erase_if(node.keys, [now](const auto& e) {
+        return e.second.Expired(now);
+      });
+      for (auto& [h, k] : node.keys) {
+        if (k.expiry_ms != 0) k.expiry_ms -= now;  // the TTL left
       }
     }
-    return spill_store_->Close(manifest);
+    return spill_store_->Close(EncodeRestartManifest(manifest));
   }
 
   // Warm restart: the previous run's index, with TTLs shortened by the time
   // the server was down.
-  void Restore(const Restored& restored) {
+  void Restore(const RestartManifest& restored) {
     const uint64_t now = clock_->NowMs();
     const uint64_t wall = WallMs();
     const uint64_t down = wall > restored.wall_ms ? wall - restored.wall_ms : 0;
@@ -599,7 +520,7 @@ absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
   if (!plan.ok()) return plan.status();
   effective.page_size_bytes = plan->page_size;
   std::unique_ptr<spill::SpillStore> store;
-  std::optional<Restored> restored;
+  std::optional<RestartManifest> restored;
   if (!options.spill_dir.empty()) {
     spill::SpillStoreOptions so;
     so.dir = options.spill_dir;
@@ -617,7 +538,9 @@ absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
     if (!opened.ok()) return opened.status();
     store = *std::move(opened);
     if (manifest.has_value()) {
-      restored = ParseEngineManifest(*manifest, static_cast<int>(nodes.size()));
+      absl::StatusOr<RestartManifest> parsed =
+          ParseRestartManifest(*manifest, static_cast<int>(nodes.size()));
+      if (parsed.ok()) restored = *std::move(parsed);  // else: a cold start
     }
     // The keys' identities depend on the secret: a restart must hash with
     // the one the spilled pages were indexed under. An explicitly different

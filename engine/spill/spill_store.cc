@@ -17,15 +17,14 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
-#include <xxhash.h>
+
+#include "engine/spill/spill_manifest.h"
 
 namespace furrballs {
 namespace spill {
 namespace {
 
 constexpr char kManifestKey[] = "furrballs.spill.manifest";
-constexpr uint32_t kManifestMagic = 0x4d4c5346;  // "FSLM"
-constexpr uint32_t kManifestVersion = 1;
 
 std::string PageKey(uint64_t page_id) {
   std::string k(8, '\0');
@@ -117,20 +116,6 @@ struct OpenDirs {
 OpenDirs& OpenDirsOfThisProcess() {
   static OpenDirs* const open_dirs = new OpenDirs;  // never destroyed
   return *open_dirs;
-}
-
-template <typename T>
-void Append(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-
-// Reads a T at *pos, advancing it; false if past the end.
-template <typename T>
-bool Read(std::string_view in, size_t* pos, T* v) {
-  if (in.size() - *pos < sizeof(T) || *pos > in.size()) return false;
-  std::memcpy(v, in.data() + *pos, sizeof(T));
-  *pos += sizeof(T);
-  return true;
 }
 
 rocksdb::ColumnFamilyOptions PageFamilyOptions(uint64_t write_buffer_bytes) {
@@ -282,40 +267,21 @@ absl::StatusOr<std::unique_ptr<SpillStore>> SpillStore::Open(
     const rocksdb::Status del =
         store->db_->Delete(sync, store->handles_[0], kManifestKey);
     if (!del.ok()) return ToStatus(del, "removing the spill manifest");
-    // [magic][version][checksum of the rest][node_count][next_page_id]
-    // ([page count] ([id][bytes])*)*node_count [caller's manifest]
-    size_t pos = 0;
-    uint32_t magic = 0, version = 0, nodes = 0;
-    uint64_t sum = 0, next_id = 0;
-    if (Read(std::string_view(bytes), &pos, &magic) &&
-        magic == kManifestMagic &&
-        Read(std::string_view(bytes), &pos, &version) &&
-        version == kManifestVersion &&
-        Read(std::string_view(bytes), &pos, &sum) &&
-        sum == XXH3_64bits(bytes.data() + pos, bytes.size() - pos) &&
-        Read(std::string_view(bytes), &pos, &nodes) &&
-        static_cast<int>(nodes) == options.node_count &&
-        Read(std::string_view(bytes), &pos, &next_id)) {
+    absl::StatusOr<SpillManifest> decoded =
+        DecodeSpillManifest(bytes, options.node_count);
+    if (decoded.ok()) {
       warm = true;
       MutexLock l(&store->mu_);
-      for (uint32_t n = 0; n < nodes && warm; ++n) {
-        uint64_t count = 0;
-        warm = Read(std::string_view(bytes), &pos, &count);
-        for (uint64_t i = 0; i < count && warm; ++i) {
-          uint64_t id = 0, size = 0;
-          warm = Read(std::string_view(bytes), &pos, &id) &&
-                 Read(std::string_view(bytes), &pos, &size);
-          if (warm) {
-            store->pages_[n][id] = size;
-            store->bytes_ += size;
-            ++store->page_count_;
-          }
+      store->pages_ = std::move(decoded->pages);
+      for (const NodePages& node_pages : store->pages_) {
+        for (const auto& [id, size] : node_pages) {
+          store->bytes_ += size;
+          ++store->page_count_;
         }
       }
-      if (warm) {
-        store->next_page_id_.store(next_id, std::memory_order_relaxed);
-        *manifest = bytes.substr(pos);
-      }
+      store->next_page_id_.store(decoded->next_page_id,
+                                 std::memory_order_relaxed);
+      *manifest = std::move(decoded->engine);
     }
   } else if (!got.ok() && !got.IsNotFound()) {
     return ToStatus(got, "reading the spill manifest");
@@ -487,25 +453,12 @@ absl::Status SpillStore::Close(std::string_view manifest) {
     return ToStatus(s, "flushing the spill store");
   }
 
-  std::string body;
+  std::string bytes;
   {
     MutexLock l(&mu_);
-    Append<uint32_t>(body, static_cast<uint32_t>(options_.node_count));
-    Append<uint64_t>(body, next_page_id_.load(std::memory_order_relaxed));
-    for (const auto& node_pages : pages_) {
-      Append<uint64_t>(body, node_pages.size());
-      for (const auto& [id, size] : node_pages) {
-        Append<uint64_t>(body, id);
-        Append<uint64_t>(body, size);
-      }
-    }
+    bytes = EncodeSpillManifest(next_page_id_.load(std::memory_order_relaxed),
+                                pages_, manifest);
   }
-  body.append(manifest);
-  std::string bytes;
-  Append<uint32_t>(bytes, kManifestMagic);
-  Append<uint32_t>(bytes, kManifestVersion);
-  Append<uint64_t>(bytes, XXH3_64bits(body.data(), body.size()));
-  bytes.append(body);
   rocksdb::WriteOptions sync;
   sync.sync = true;
   s = db_->Put(sync, handles_[0], kManifestKey, bytes);

@@ -50,6 +50,7 @@
 #include <absl/status/statusor.h>
 
 #include "engine/common/sync.h"
+#include "engine/spill/spill_manifest.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
@@ -159,7 +160,7 @@ class SpillStore {
   mutable Mutex mu_;
   // Every stored page and its size, per node: the budget's bookkeeping and
   // the page list the manifest persists.
-  std::vector<std::map<uint64_t, uint64_t>> pages_ ABSL_GUARDED_BY(mu_);
+  std::vector<NodePages> pages_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t page_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Per node, pages removed for the budget and not yet taken.
