@@ -22,6 +22,10 @@ packages=(
   libssl-dev openssl
   # Tests and micro-benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev
+  # Fuzzing (tools/fuzz.sh, docs/fuzzing.md): clang 14, its libFuzzer and
+  # the sanitizer runtimes (-fsanitize=fuzzer,address links against them;
+  # only a Recommends of clang, which --no-install-recommends skips).
+  clang libfuzzer-14-dev libclang-rt-14-dev
   # A real Prometheus and promtool for the metrics tests (tests/metrics).
   prometheus
   # The Python client (python3-xxhash: the cluster client's rendezvous

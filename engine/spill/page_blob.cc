@@ -97,14 +97,17 @@ absl::StatusOr<PageBlobView> DecodePageBlob(std::string_view bytes) {
   view.page_id = Get<uint64_t>(p + 16);
   const uint64_t data_bytes = Get<uint64_t>(p + 24);
   view.written_ms = Get<uint64_t>(p + 32);
-  const uint64_t expected = kPageBlobHeaderBytes +
-                            uint64_t{count} * kPageBlobEntryBytes +
-                            data_bytes + kPageBlobTrailerBytes;
-  if (expected != bytes.size()) {
+  // Compared without a sum that could wrap: a data size near 2^64 must not
+  // make header + entries + data + trailer come out as the blob's size.
+  // The first term is below 2^39 (count is 32-bit), so it cannot overflow.
+  const uint64_t framing = kPageBlobHeaderBytes +
+                           uint64_t{count} * kPageBlobEntryBytes +
+                           kPageBlobTrailerBytes;
+  if (framing > bytes.size() || bytes.size() - framing != data_bytes) {
     return absl::DataLossError(
         absl::StrCat("page blob sizes disagree: ", count, " entries and ",
-                     data_bytes, " data bytes need ", expected,
-                     " bytes, have ", bytes.size()));
+                     data_bytes, " data bytes in a blob of ", bytes.size(),
+                     " bytes"));
   }
   const char* e = p + kPageBlobHeaderBytes;
   view.data = bytes.substr(kPageBlobHeaderBytes +

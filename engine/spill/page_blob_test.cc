@@ -109,6 +109,29 @@ TEST(PageBlobTest, EntryPastTheDataIsRefusedEvenWithAGoodChecksum) {
       << v.status();
 }
 
+// Found by page_blob_fuzz (corpus/page_blob_fuzz/crash-data-bytes-wraps):
+// an entry count larger than the blob holds, with a data size chosen so that
+// header + entries + data + trailer wraps around 2^64 to the blob's real
+// size. The sizes must be compared without overflow; before the fix the
+// decoder read entries past the end of the blob and accepted it.
+TEST(PageBlobTest, SizesThatWrapAroundAreRefused) {
+  std::string blob = ThreeEntryBlob();
+  const uint64_t size = blob.size();
+  blob.resize(blob.size() - kPageBlobTrailerBytes);
+  const uint32_t count = 29;  // 29 entries need more bytes than the blob has
+  const uint64_t data_bytes = size - kPageBlobHeaderBytes -
+                              kPageBlobTrailerBytes -
+                              uint64_t{count} * kPageBlobEntryBytes;  // wraps
+  blob.replace(12, 4, reinterpret_cast<const char*>(&count), 4);
+  blob.replace(24, 8, reinterpret_cast<const char*>(&data_bytes), 8);
+  const uint64_t sum = XXH3_64bits(blob.data(), blob.size());
+  blob.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+  ASSERT_EQ(blob.size(), size);
+  const absl::StatusOr<PageBlobView> v = DecodePageBlob(blob);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kDataLoss) << v.status();
+}
+
 }  // namespace
 }  // namespace spill
 }  // namespace furrballs
