@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@
 
 #include "metrics/metrics_exporter.h"
 #include "service/request_stats.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/hash_secret_file.h"
 #include "service/server.h"
 
 ABSL_FLAG(std::string, listen_address, "127.0.0.1:50051",
@@ -59,9 +62,14 @@ ABSL_FLAG(std::string, routing, "hash",
           "thread_local.");
 ABSL_FLAG(uint64_t, max_key_bytes, 250, "Largest accepted key.");
 ABSL_FLAG(uint64_t, max_value_bytes, 1 << 20, "Largest accepted value.");
-ABSL_FLAG(uint64_t, hash_seed, 0,
-          "Seed of the keyed hash. Use a random, secret value in production "
-          "so clients cannot force collisions.");
+ABSL_FLAG(std::optional<uint64_t>, hash_seed, std::nullopt,
+          "Seed of the keyed hash, for tests and benchmarks that need the "
+          "same key identities every run. Unset (the default): a random "
+          "secret, so that clients cannot choose keys that collide; with "
+          "--spill it is created once and kept in --data_dir/hash_secret "
+          "(mode 0600) so that a warm restart finds its keys, without "
+          "--spill a new one is drawn at every start. The start-up line "
+          "prints the secret's fingerprint, never the secret.");
 ABSL_FLAG(bool, spill, false,
           "Spill tier: cold pages go whole to a RocksDB under --data_dir and "
           "come back on a miss, so the cache holds more than --memory_mb "
@@ -276,7 +284,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   }
   o.engine.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
   o.engine.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
-  o.engine.hash_seed = absl::GetFlag(FLAGS_hash_seed);
+  o.engine.hash_seed = absl::GetFlag(FLAGS_hash_seed).value_or(0);
   if (absl::GetFlag(FLAGS_spill)) {
     o.engine.spill_dir = absl::GetFlag(FLAGS_data_dir);
     if (o.engine.spill_dir.empty()) {
@@ -355,7 +363,34 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   return o;
 }
 
-void PrintConfiguration(const Server& server) {
+// Without --hash_seed: the random secret of this run (see the flag), in
+// options->engine.hash_secret. Returns what the start-up line says of it.
+absl::StatusOr<std::string> ChooseHashSecret(ServerOptions* options) {
+  if (absl::GetFlag(FLAGS_hash_seed).has_value()) return "from --hash_seed";
+  if (options->engine.spill_dir.empty()) {
+    absl::StatusOr<HashSecret> secret = RandomHashSecret();
+    if (!secret.ok()) return secret.status();
+    options->engine.hash_secret = *secret;
+    return "random, for this run only (no --spill)";
+  }
+  absl::StatusOr<LoadedHashSecret> loaded =
+      LoadOrCreateHashSecret(options->engine.spill_dir);
+  if (!loaded.ok()) return loaded.status();
+  options->engine.hash_secret = loaded->secret;
+  switch (loaded->origin) {
+    case LoadedHashSecret::Origin::kLoaded:
+      return absl::StrCat("random, kept in ", loaded->path);
+    case LoadedHashSecret::Origin::kCreated:
+      return absl::StrCat("random, new in ", loaded->path);
+    case LoadedHashSecret::Origin::kReplaced:
+      return absl::StrCat("random, new in ", loaded->path, " (the old file ",
+                          "was unreadable: ", loaded->note,
+                          "; spilled data from before is not served)");
+  }
+  return absl::InternalError("unknown secret origin");
+}
+
+void PrintConfiguration(const Server& server, const std::string& secret) {
   std::printf("furrballs: effective configuration\n");
   std::map<std::string, std::string> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
@@ -369,6 +404,20 @@ void PrintConfiguration(const Server& server) {
   }
   const FurrBall& engine = *server.engine();
   std::printf("furrballs: %s\n", engine.TopologySummary().c_str());
+  // The secret in use, which a warm restart may have taken from the
+  // previous run's manifest.
+  const FurrBallOptions& eo = engine.options();
+  const HashSecret in_use = eo.hash_secret.has_value()
+                                 ? *eo.hash_secret
+                                 : KeyHasher(eo.hash_seed).secret();
+  const std::string origin =
+      absl::GetFlag(FLAGS_hash_seed).has_value() && eo.hash_secret.has_value()
+          ? "kept from the previous run's manifest (--hash_seed applies to "
+            "a cold start)"
+          : secret;
+  std::printf("furrballs: hash secret %s, fingerprint %016llx\n",
+              origin.c_str(),
+              static_cast<unsigned long long>(HashSecretFingerprint(in_use)));
   const MemoryPlan& plan = engine.memory_plan();
   std::printf(
       "furrballs: %d node(s)%s, %zu MiB per node, mapped %zu MiB of %zu MiB "
@@ -459,6 +508,12 @@ int Main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  absl::StatusOr<std::string> secret = ChooseHashSecret(&*options);
+  if (!secret.ok()) {
+    std::fprintf(stderr, "furrballs: cannot start: hash secret: %s\n",
+                 secret.status().ToString().c_str());
+    return 1;
+  }
   auto server = Server::Start(*options);
   if (!server.ok()) {
     std::fprintf(stderr, "furrballs: cannot start: %s\n",
@@ -477,7 +532,7 @@ int Main(int argc, char** argv) {
     }
     exporter = std::move(*started);
   }
-  PrintConfiguration(**server);
+  PrintConfiguration(**server, *secret);
 
   int signal = 0;
   sigwait(&stop_signals, &signal);

@@ -47,8 +47,10 @@ bool ServerProcess::Start(int port, std::string* why) {
   }
   FILE* in = fdopen(out[0], "r");
   char line[4096];
+  startup_output_.clear();
   while (fgets(line, sizeof(line), in) != nullptr) {
     absl::StrAppend(why, line);
+    absl::StrAppend(&startup_output_, line);
     const char* serving =
         std::strstr(line, "serving furrballs.v1.Cache on 127.0.0.1:");
     if (serving != nullptr) {

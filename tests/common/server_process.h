@@ -33,6 +33,9 @@ class ServerProcess {
   // *why. Its later output is read and dropped, so it never blocks on a full
   // pipe.
   bool Start(int port, std::string* why);
+  // What the last Start saw the server print, up to its serving line (the
+  // effective configuration and the start-up lines).
+  const std::string& startup_output() const { return startup_output_; }
 
   // SIGTERM and wait; true if it exited with status 0.
   bool Stop() { return Signal(SIGTERM); }
@@ -55,6 +58,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
   int wait_status_ = -1;
+  std::string startup_output_;
   FILE* output_ = nullptr;
   std::thread drain_;
 };
