@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs every Furrballs test: installs what is missing, builds, runs the test
 # suite in the optimized build and the engine's tests again under
-# ThreadSanitizer, AddressSanitizer and UndefinedBehaviorSanitizer, then prints
-# one closing line "N passed, N failed" counting test cases.
+# ThreadSanitizer, AddressSanitizer and UndefinedBehaviorSanitizer, runs each
+# fuzz target briefly on its corpus, then prints one closing line
+# "N passed, N failed" counting test cases.
 #
 #   tools/test.sh            everything (what CI runs)
-#   tools/test.sh --quick    the optimized build only, no sanitizers
+#   tools/test.sh --quick    the optimized build only, no sanitizers, no
+#                            fuzzing
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -67,6 +69,29 @@ for phase in "${phases[@]}"; do
   total_pass=$((total_pass + p))
   total_fail=$((total_fail + f))
 done
+
+# The libFuzzer targets (docs/fuzzing.md), built with clang and run for a
+# few seconds each on their checked-in corpus only: one case per target.
+# (Their corpora also replay as NAME_corpus_test in every phase above.)
+if [ $quick -eq 0 ]; then
+  echo "== fuzz: tools/fuzz.sh --ci"
+  start=$SECONDS
+  bash tools/fuzz.sh --ci >"$out/fuzz.log" 2>&1
+  grep -E '^== [a-z_]+:|^   ' "$out/fuzz.log" | grep -vE '^   ok:' | head -40
+  counts=$(tail -1 "$out/fuzz.log" | grep -E '^[0-9]+ passed, [0-9]+ failed$')
+  if [ -n "$counts" ]; then
+    p=${counts%% passed*}
+    f=${counts#*passed, }
+    f=${f%% failed}
+  else
+    echo "   tools/fuzz.sh ended without its counts; last lines:"
+    tail -20 "$out/fuzz.log"
+    p=0 f=1
+  fi
+  echo "   fuzz: $p passed, $f failed ($((SECONDS - start)) s)"
+  total_pass=$((total_pass + p))
+  total_fail=$((total_fail + f))
+fi
 
 # The deployment test (tests/deploy, Go): builds the kustomizations in
 # deploy/ and decodes them strictly, and starts the server built above with
