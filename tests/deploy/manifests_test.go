@@ -193,8 +193,15 @@ func parseFlagFile(t *testing.T, where, text string) map[string]string {
 	return out
 }
 
-// checkFlagValue: the value parses as the flag's C++ type.
+// checkFlagValue: the value parses as the flag's C++ type (an optional
+// flag also takes the empty value, which leaves it unset).
 func checkFlagValue(f ServerFlag, value string) error {
+	if inner, ok := strings.CutPrefix(f.Type, "std::optional<"); ok {
+		if value == "" {
+			return nil
+		}
+		f.Type = strings.TrimSuffix(inner, ">")
+	}
 	switch f.Type {
 	case "uint64_t", "uint32_t":
 		_, err := strconv.ParseUint(value, 10, 64)

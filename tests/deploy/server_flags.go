@@ -19,7 +19,7 @@ import (
 // ServerFlag is one ABSL_FLAG of service/main.cc.
 type ServerFlag struct {
 	Name    string
-	Type    string // the C++ type: std::string, uint64_t, int, uint32_t, bool
+	Type    string // the C++ type: std::string, uint64_t, int, uint32_t, bool, std::optional<uint64_t>
 	Default string // the C++ default expression, e.g. "127.0.0.1:50051" or 1 << 20
 }
 
@@ -31,7 +31,7 @@ func RepoRoot() string {
 
 // ABSL_FLAG(type, name, default, "help..."): the default is everything up
 // to the comma that precedes the help string.
-var abslFlag = regexp.MustCompile(`(?s)ABSL_FLAG\(\s*([\w:]+)\s*,\s*(\w+)\s*,\s*(.*?)\s*,\s*"`)
+var abslFlag = regexp.MustCompile(`(?s)ABSL_FLAG\(\s*([\w:<>]+)\s*,\s*(\w+)\s*,\s*(.*?)\s*,\s*"`)
 
 // ParseServerFlags reads the flags defined in service/main.cc (the only
 // flags the server applies from FURRBALLS_<NAME> variables and flag files).
