@@ -7,8 +7,10 @@
 #   tools/fuzz.sh --ci [--time=SECONDS]          each briefly (default 4 s) on
 #                                                its checked-in corpus only;
 #                                                ends with "N passed, N failed"
-#   tools/fuzz.sh --merge [TARGET...]            minimize .fuzz/NAME/ into the
-#                                                checked-in corpus
+#   tools/fuzz.sh --merge [TARGET...]            add to the checked-in corpus
+#                                                the inputs of .fuzz/NAME/ that
+#                                                reach code it does not (edges,
+#                                                not hit counts: it stays small)
 #   tools/fuzz.sh --list                         the targets
 #
 # TARGET is a name (page_blob_fuzz) or a label; default: every target.
@@ -88,7 +90,8 @@ for label in "${labels[@]}"; do
   case "$mode" in
     merge)
       echo "== $name: merging $work/corpus into $seeds"
-      "$bin/$pkg/$name" -merge=1 "$seeds" "$work/corpus" >"$log" 2>&1 ||
+      "$bin/$pkg/$name" -merge=1 -use_counters=0 "$seeds" "$work/corpus" \
+        >"$log" 2>&1 ||
         { echo "   merge failed; see $log"; failed=$((failed + 1)); continue; }
       grep -E 'MERGE-OUTER: [0-9]+ new files' "$log" | sed 's/^/   /'
       passed=$((passed + 1))
