@@ -55,6 +55,7 @@
 #include "engine/furrball/furrball.h"
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "service/cache_service.h"
+#include "service/raw_call.h"
 #include "service/dispatcher.h"
 
 namespace furrballs::service {
@@ -150,8 +151,10 @@ class Fuzzer {
  private:
   void Build(const DispatcherOptions& options, Stack* stack) {
     stack->dispatcher = std::make_unique<Dispatcher>(engine_.get(), options);
+    CacheService::StreamLimits limits;
+    limits.max_pipeline_in_flight = 4;
     stack->service = std::make_unique<CacheService>(
-        engine_.get(), stack->dispatcher.get(), /*max_pipeline_in_flight=*/4);
+        engine_.get(), stack->dispatcher.get(), limits);
     stack->service->SetReady(true);
     grpc::ServerBuilder builder;
     builder.RegisterService(stack->service.get());
@@ -180,7 +183,14 @@ class Fuzzer {
       status = std::move(s);
       done.Notify();
     });
-    (service->*handler)(&ctx, &request, response);
+    // The service takes and gives bytes (it parses them itself:
+    // service/raw_call.h), as gRPC hands them over.
+    grpc::ByteBuffer request_bytes;
+    grpc::ByteBuffer response_bytes;
+    if (!SerializeMessage(request, &request_bytes).ok()) {
+      Fail("cannot serialize a request");
+    }
+    (service->*handler)(&ctx, &request_bytes, &response_bytes);
     done.WaitForNotification();
     // The test reactor marks itself finished just after calling us back (on
     // a node worker in NodeJob mode); ctx must outlive that last store.
@@ -190,6 +200,9 @@ class Fuzzer {
               ": " + status.error_message());
     Check(status.ok() || !status.error_message().empty(),
           "an error without a message");
+    if (status.ok() && !ParseMessage(response_bytes, response)) {
+      Fail("an OK answer that does not parse");
+    }
     return status;
   }
 
