@@ -1,0 +1,29 @@
+// engine/furrball/node_shard_internal.h: helpers shared by NodeShard's
+// translation units (node_shard.cc, node_shard_spill.cc).
+//
+// Thread safety: TestHooks is an acquire load of the hooks set by
+// SetEngineTestHooksForTesting; PointsAt is a pure function.
+#ifndef FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_INTERNAL_H_
+#define FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_INTERNAL_H_
+
+#include <cstdint>
+
+#include "engine/furrball/furrball_testing.h"
+#include "engine/furrball/key_meta.h"
+
+namespace furrballs {
+namespace furrball_internal {
+
+// The engine's test pause points, or null (furrball_testing.h).
+const EngineTestHooks* TestHooks();
+
+// Whether `m` names the entry at (page, offset) of that page generation.
+inline bool PointsAt(const KeyMeta& m, uint32_t page, uint32_t offset,
+                     uint32_t generation) {
+  return m.page == page && m.offset == offset && m.generation == generation;
+}
+
+}  // namespace furrball_internal
+}  // namespace furrballs
+
+#endif  // FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_INTERNAL_H_
