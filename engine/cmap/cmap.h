@@ -22,9 +22,8 @@
 //   ctrl:  groups * 16 control bytes (internal/group.h has the encoding),
 //          then one SENTINEL group, then one uint32_t overflow count per
 //          group (see "Tombstones" below).
-//   slots: groups * 16 slots, each on its own cache line; values inline or in
-//          a packed array after the slots, by sizeof(Value)
-//          (internal/slot.h).
+//   slots: groups * 16 slots packed back to back, each [seq | fingerprint |
+//          value] (internal/slot.h: 56 bytes for the engine's KeyMeta).
 //
 // The number of groups is the smallest that keeps the load at or below 3/4
 // (kMaxLoad*) when `capacity` keys are live; it need not be a power of two
@@ -380,9 +379,9 @@ class CMap {
   size_t slot_count() const { return ok() ? groups_.size() * kGroupWidth : 0; }
 
   // The bytes a map of this capacity takes from its allocator (both
-  // allocations), for callers that budget a node's memory. About 64 bytes per
-  // slot plus, in the split layout, the value; slots are about 4/3 times
-  // `capacity`.
+  // allocations), for callers that budget a node's memory: 16 bytes plus the
+  // value (rounded up to words) per slot, and one control byte; slots are
+  // about 4/3 times `capacity`.
   static size_t BytesFor(size_t capacity) {
     const size_t groups = GroupsFor(capacity);
     return CtrlBytesFor(groups) + Slots::BytesFor(groups * kGroupWidth);
@@ -531,7 +530,7 @@ CMap<Value, GroupImpl>::CMap(size_t capacity, const KeyHasher& hasher,
   // Placement-new every atomic (report §3.17): raw memory holds no objects.
   // From a zeroing allocator the slots and overflow counts already hold
   // their initial all-zero bytes and are left untouched, so only the ctrl
-  // bytes (one per slot) are written now and a slot's cache line enters the
+  // bytes (one per slot) are written now and a slot's memory page enters the
   // RSS when a key first lands on it (slot.h, SlotArray::Init).
   auto* ctrl_bytes_ptr = static_cast<uint8_t*>(ctrl);
   std::memset(ctrl_bytes_ptr, cmap_internal::kCtrlEmpty, slots);

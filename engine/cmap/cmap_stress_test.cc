@@ -47,21 +47,22 @@ uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
   return x ^ (x >> 31);
 }
 
-// 16 bytes: the inline layout, two words.
+// 16 bytes: two words; a slot is 32 bytes, two to a cache line, so writers
+// of neighbouring slots share lines.
 struct SmallStressValue {
   uint32_t tag;
   uint32_t version;
   uint64_t check;
 };
-// 128 bytes: the split layout, sixteen words.
+// 128 bytes: sixteen words; a slot straddles cache lines, so a torn copy
+// can mix lines.
 struct LargeStressValue {
   uint32_t tag;
   uint32_t version;
   uint64_t body[14];
   uint64_t check;
 };
-static_assert(cmap_internal::kInlineLayout<SmallStressValue>);
-static_assert(!cmap_internal::kInlineLayout<LargeStressValue>);
+static_assert(sizeof(SmallStressValue) == 16 && sizeof(LargeStressValue) == 128);
 
 // The checksum covers every word, so a copy mixing two versions (torn) fails
 // it; the tag says which key the value belongs to (foreign).

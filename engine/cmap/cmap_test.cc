@@ -33,12 +33,11 @@ struct LargeValue {
   uint64_t id;
   uint64_t words[15];
 };
-static_assert(cmap_internal::kInlineLayout<SmallValue>);
-static_assert(!cmap_internal::kInlineLayout<LargeValue>);
 static_assert(sizeof(LargeValue) == 128);
-static_assert(cmap_internal::kInlineLayout<char[48]> &&
-                  !cmap_internal::kInlineLayout<char[49]>,
-              "the report's threshold: inline iff 16 + sizeof(Value) <= 64");
+static_assert(cmap_internal::SlotArray<SmallValue>::BytesFor(1) == 32 &&
+                  cmap_internal::SlotArray<LargeValue>::BytesFor(1) == 144 &&
+                  cmap_internal::SlotArray<char[41]>::BytesFor(1) == 64,
+              "slots are packed: seq, fingerprint and the value's words");
 
 template <typename V>
 V MakeValue(uint64_t id) {
@@ -66,7 +65,8 @@ struct Config {
   using Map = CMap<V, G>;
 };
 
-// Every test runs on both layouts and both group implementations.
+// Every test runs on a small and a large value and both group
+// implementations.
 template <typename C>
 class CMapTest : public ::testing::Test {
  protected:
@@ -627,8 +627,12 @@ TYPED_TEST(CMapTest, UsesTheCallersAllocatorForBothArrays) {
     ASSERT_TRUE(m.ok());
     EXPECT_EQ(counter.allocations, 2);
     EXPECT_EQ(counter.bytes_live, TestFixture::Map::BytesFor(1000));
-    // The slot array alone is at least one cache line per slot.
-    EXPECT_GE(counter.bytes_live, m.slot_count() * (kCacheLineSize + 1));
+    // Exactly the packed slots (seq, fingerprint, value words) and one
+    // control byte each, the sentinel group and the overflow counts: no
+    // padding per slot.
+    const size_t slot_bytes = 16 + (sizeof(typename TestFixture::Value) + 7) / 8 * 8;
+    EXPECT_GE(counter.bytes_live, m.slot_count() * (slot_bytes + 1));
+    EXPECT_LT(counter.bytes_live, m.slot_count() * (slot_bytes + 1) + 4096);
     for (uint64_t i = 0; i < 1000; ++i) m.Set(Key(i, 1, i), this->V(i));
     EXPECT_EQ(counter.allocations, 2) << "no allocation after construction";
   }

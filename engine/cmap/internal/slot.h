@@ -1,6 +1,5 @@
-// engine/cmap/internal/slot.h: CMap's slot layouts, chosen at compile time by
-// sizeof(Value) (report §2.7.2, §3.10), and the seqlock primitives that guard
-// a slot (§2.7.5, §3.11).
+// engine/cmap/internal/slot.h: CMap's slot array (report §2.7.2, §3.10) and
+// the seqlock primitives that guard a slot (§2.7.5, §3.11).
 //
 // Thread safety: SlotArray is initialised by one thread before the map is
 // shared, then only handed out as SlotRefs whose every field is a
@@ -14,16 +13,15 @@
 //   fingerprint  the key's full 64-bit H2
 //   value        ceil(sizeof(Value) / 8) words holding the Value's bytes
 //
-// Layouts:
-//
-//   inline (16 + sizeof(Value) <= 64): [seq | fingerprint | value] in one
-//     cache line per slot.
-//   split (larger values): [seq | fingerprint | unused] in one cache line per
-//     slot, followed by a separate array of values packed at an 8-byte
-//     stride (no padding to cache lines), in the same allocation.
-//
-// Either way a slot's seq owns its cache line, so writers of neighbouring
-// slots never invalidate each other's seq (report §2.7.1).
+// Layout: slots packed back to back, [seq | fingerprint | value] at a stride
+// of 16 + 8 * ceil(sizeof(Value) / 8) bytes (56 for the engine's 40-byte
+// KeyMeta), 8-byte aligned. The report gives every slot its own cache line
+// so that writers of neighbouring slots never invalidate each other's seq
+// (§2.7.1, §3.10); that costs 8 to 48 padding bytes per slot, about a
+// seventh of a cache entry's whole metadata, for a conflict that needs two
+// hot keys hashed next to each other. The key table is the largest part of
+// the per-key cost a budget pays for (issue 13), so slots are packed;
+// docs/cmap.md has the measurement behind the choice.
 //
 // The value is stored as words rather than as a Value so that readers can
 // copy it with relaxed atomic loads while a writer may be storing it: with a
@@ -61,22 +59,15 @@ inline constexpr size_t kSlotHeaderBytes = 2 * sizeof(Word);  // seq + fingerpri
 template <typename Value>
 inline constexpr size_t kValueWords = (sizeof(Value) + 7) / 8;
 
-template <typename Value>
-inline constexpr bool kInlineLayout =
-    kSlotHeaderBytes + sizeof(Value) <= kCacheLineSize;
-
-// One slot's fields, wherever the layout put them.
+// One slot's fields.
 struct SlotRef {
   Word& seq;
   Word& fingerprint;
   Word* value;  // kValueWords<Value> words
 };
 
-template <typename Value, bool kInline = kInlineLayout<Value>>
-class SlotArray;
-
 template <typename Value>
-class SlotArray<Value, /*kInline=*/true> {
+class SlotArray {
  public:
   static constexpr size_t BytesFor(size_t slots) { return slots * sizeof(Slot); }
 
@@ -85,7 +76,7 @@ class SlotArray<Value, /*kInline=*/true> {
   // object representation of every field's initial value, so nothing is
   // written (std::atomic<uint64_t> is a plain 8-byte word here; the
   // static_asserts above pin that).
-  // REQUIRES: `memory` is cache-line aligned and BytesFor(slots) long.
+  // REQUIRES: `memory` is word aligned and BytesFor(slots) long.
   void Init(void* memory, size_t slots, bool zeroed) {
     slots_ = static_cast<Slot*>(memory);
     if (zeroed) return;
@@ -98,57 +89,17 @@ class SlotArray<Value, /*kInline=*/true> {
   }
 
  private:
-  struct alignas(kCacheLineSize) Slot {
+  struct Slot {
     Word seq;
     Word fingerprint;
     Word value[kValueWords<Value>];
   };
-  static_assert(sizeof(Slot) == kCacheLineSize,
-                "inline layout: a slot is exactly one cache line (report "
-                "§3.10: 16 bytes of header leave 48 for the value)");
+  static_assert(sizeof(Slot) == kSlotHeaderBytes + kValueWords<Value> * sizeof(Word),
+                "packed layout: no padding between or inside slots");
   static_assert(std::is_trivially_destructible_v<Slot>,
                 "slots are released without running destructors");
 
   Slot* slots_ = nullptr;
-};
-
-template <typename Value>
-class SlotArray<Value, /*kInline=*/false> {
- public:
-  static constexpr size_t BytesFor(size_t slots) {
-    return slots * sizeof(Slot) + slots * kValueWords<Value> * sizeof(Word);
-  }
-
-  // REQUIRES: `memory` is cache-line aligned and BytesFor(slots) long.
-  void Init(void* memory, size_t slots, bool zeroed) {
-    slots_ = static_cast<Slot*>(memory);
-    values_ = reinterpret_cast<Word*>(static_cast<char*>(memory) +
-                                      slots * sizeof(Slot));
-    if (zeroed) return;  // as for the inline layout
-    for (size_t i = 0; i < slots; ++i) new (&slots_[i]) Slot{};
-    for (size_t i = 0; i < slots * kValueWords<Value>; ++i) {
-      new (&values_[i]) Word(0);
-    }
-  }
-
-  SlotRef operator[](size_t i) const {
-    Slot& s = slots_[i];
-    return SlotRef{s.seq, s.fingerprint, values_ + i * kValueWords<Value>};
-  }
-
- private:
-  struct alignas(kCacheLineSize) Slot {
-    Word seq;
-    Word fingerprint;
-  };
-  static_assert(sizeof(Slot) == kCacheLineSize,
-                "split layout: each slot's seq and fingerprint own a cache "
-                "line; the value lives in the packed array after the slots");
-  static_assert(sizeof(Slot) % alignof(Word) == 0,
-                "the value array that follows the slots must be word-aligned");
-
-  Slot* slots_ = nullptr;
-  Word* values_ = nullptr;
 };
 
 // Value <-> words. The caller's Value travels through a plain uint64_t buffer
