@@ -1,8 +1,8 @@
 // engine/furrball/node_shard_internal.h: helpers shared by NodeShard's
-// translation units (node_shard.cc, node_shard_spill.cc).
+// translation units (node_shard*.cc).
 //
 // Thread safety: TestHooks is an acquire load of the hooks set by
-// SetEngineTestHooksForTesting; PointsAt is a pure function.
+// SetEngineTestHooksForTesting; the rest are constants and pure functions.
 #ifndef FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_INTERNAL_H_
 #define FURRBALLS_ENGINE_FURRBALL_NODE_SHARD_INTERNAL_H_
 
@@ -16,6 +16,10 @@ namespace furrball_internal {
 
 // The engine's test pause points, or null (furrball_testing.h).
 const EngineTestHooks* TestHooks();
+
+// Attempts of a reclaimer's single-key CMap operation that keeps finding the
+// slot busy (a writer is inside it for a few hundred nanoseconds at most).
+inline constexpr int kBusyRetries = 64;
 
 // Whether `m` names the entry at (page, offset) of that page generation.
 inline bool PointsAt(const KeyMeta& m, uint32_t page, uint32_t offset,

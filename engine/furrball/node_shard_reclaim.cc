@@ -1,0 +1,395 @@
+// engine/furrball/node_shard_reclaim.cc: NodeShard's space management
+// (report §2.9-§2.10): a writer's reservation and its in-line reclaim, page
+// drains and relocation (the mover), whole-page eviction, TTL reclamation,
+// and the worker's maintenance pass that keeps a reserve of free pages.
+//
+// Thread safety: everything but Reserve and ReclaimIfExpired runs under
+// the node's reclaim mutex (one reclaimer at a time: the worker or a writer
+// that ran out of room). Its holder never waits for a key lock: it only
+// try-locks them (ReclaimIfExpired). The mover's protocol is at the top of
+// node_shard.h, the page states in page_pool.h.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <thread>
+
+#include "engine/furrball/entry.h"
+#include "engine/furrball/node_shard.h"
+#include "engine/furrball/node_shard_internal.h"
+
+namespace furrballs {
+namespace furrball_internal {
+
+Error NodeShard::Reserve(uint32_t capacity, Reservation* out) {
+  // Each round finds space, reclaims something, or finds that what is left
+  // to reclaim is held by another thread's operation in flight (a write not
+  // yet ended, or an entry whose KeyMeta already left the page but whose
+  // Unpublish has not run yet: its thread was preempted between the two).
+  // Those finish without waiting for anything a writer holds, so the writer
+  // yields and looks again. It gives up only after config_.reclaim_patience
+  // without any progress, which a healthy node never reaches.
+  using SteadyClock = std::chrono::steady_clock;
+  SteadyClock::time_point waiting_since;
+  for (uint64_t waits = 0;;) {
+    ReserveSource source;
+    uint64_t tail_waste = 0;
+    if (pool_.ReserveOnCurrent(capacity, out, &source, &tail_waste)) {
+      if (tail_waste != 0) stats_.Add(Counter::kPaddingBytes, tail_waste);
+      return Error::kOk;
+    }
+    if (pool_.ReserveOnStaging(capacity, out)) {
+      stats_.Add(Counter::kStagingSets);
+      return Error::kOk;
+    }
+    switch (ReclaimForWriter(capacity)) {
+      case Reclaim::kProgress:
+        waits = 0;
+        break;
+      case Reclaim::kNoMemory:
+        return Error::kNoMemory;
+      case Reclaim::kWait:
+        stats_.Add(Counter::kReclaimWaits);
+        // The clock is read once per 64 waits: a yield is cheap when the
+        // thread we wait for already runs on another core.
+        if (waits++ == 0) {
+          waiting_since = SteadyClock::now();
+        } else if (waits % 64 == 0 &&
+                   SteadyClock::now() - waiting_since >
+                       config_.reclaim_patience) {
+          return Error::kNoMemory;
+        }
+        std::this_thread::yield();
+        break;
+    }
+  }
+}
+
+NodeShard::Reclaim NodeShard::ReclaimForWriter(uint32_t capacity) {
+  MutexLock l(&reclaim_mu_);
+  // Someone reclaimed while we waited for the mutex.
+  if (pool_.free_pages() > kRelocationReserve ||
+      pool_.staging_room() >= capacity) {
+    return Reclaim::kProgress;
+  }
+  const uint32_t recycled = pool_.RecycleDeadPages();
+  if (recycled > 0) {
+    sealed_for_reclaim_ = false;
+    stats_.Add(Counter::kPagesRecycled, recycled);
+    return Reclaim::kProgress;
+  }
+  // The staging page is emptied by the worker, but a writer that finds it
+  // full of dead or relocatable entries need not wait for the next pass.
+  if (RelocateStaging()) return Reclaim::kProgress;
+  // Compact without losing data if the sparsest page is worth it (an eighth
+  // of it dead: a drain moves its live bytes, so draining a full page would
+  // only churn) and fits where relocation can put it.
+  const uint64_t page = pool_.page_size();
+  if (DrainSparsest(std::min(page - page / 8,
+                             pool_.relocation_room() +
+                                 uint64_t{pool_.free_pages()} * page))) {
+    return Reclaim::kProgress;
+  }
+  if (config_.eviction_enabled) {
+    // Whole-page eviction of the sparsest page: bounded work that frees a
+    // page unless another thread still holds a live byte of it (see
+    // Reserve). It ignores ARC's order, which is why the worker tries to
+    // keep free pages in reserve so that writers rarely come here. With the
+    // spill tier the page goes to disk first; keys it could not take (their
+    // key lock was busy, e.g. our own) are then evicted.
+    // With cold pages, a sealed COLD page is the first to go.
+    if (config_.spill_cold_pages && SpillColdPage()) {
+      return Reclaim::kProgress;
+    }
+    if (spill_index_ != nullptr) {
+      if (SpillSparsestPage()) return Reclaim::kProgress;
+      // What the spill left (keys whose lock was busy: another key sharing
+      // our own key's lock, say) is moved rather than dropped if it fits.
+      if (DrainSparsest(std::min(page - page / 8,
+                                 pool_.relocation_room() +
+                                     uint64_t{pool_.free_pages()} * page))) {
+        return Reclaim::kProgress;
+      }
+    }
+    if (EvictSparsestPage()) return Reclaim::kProgress;
+  }
+  uint64_t live = 0;
+  if (pool_.SparsestSealedPage(&live) != kNoPage) {
+    // A candidate exists. With eviction, what keeps it from being freed is
+    // an operation in flight on another thread; without, it is not worth
+    // draining and the node is full.
+    return config_.eviction_enabled ? Reclaim::kWait : Reclaim::kNoMemory;
+  }
+  // No sealed page at all: in a small pool every page can be open (current,
+  // relocation, staging) or the reserve. Seal the current and relocation
+  // pages so that the next round can drain or evict them.
+  if (!sealed_for_reclaim_) {
+    sealed_for_reclaim_ = true;
+    uint64_t waste = 0;
+    const bool sealed = pool_.SealOpenPagesForReclaim(&waste);
+    stats_.Add(Counter::kPaddingBytes, waste);
+    if (sealed) return Reclaim::kProgress;
+  }
+  sealed_for_reclaim_ = false;
+  // Every page is open, reserved or has a write in flight.
+  return config_.eviction_enabled ? Reclaim::kWait : Reclaim::kNoMemory;
+}
+
+bool NodeShard::DrainSparsest(uint64_t max_live_bytes) {
+  uint64_t live = 0;
+  const uint32_t page = pool_.SparsestSealedPage(&live);
+  if (page == kNoPage || live > max_live_bytes) return false;
+  uint64_t frozen;
+  if (!pool_.TryFreeze(page, &frozen)) return false;
+  return DrainFrozen(page, frozen);
+}
+
+bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
+  const uint32_t generation =
+      pool_.page(page).generation.load(std::memory_order_relaxed);
+  const uint64_t now = NowMs();
+  // A COLD page's survivors are still cold: they stay on COLD pages.
+  const bool to_cold = config_.spill_cold_pages &&
+                       PageState::Tier(frozen) == PageTier::kCold;
+  pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
+                                       const EntryHeader& header) {
+    const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+    if (!m.has_value() || !PointsAt(*m, page, offset, generation)) {
+      return true;  // dead entry
+    }
+    if (m->Expired(now) && ReclaimIfExpired(header.hash, page, offset,
+                                            generation, now)) {
+      return true;
+    }
+    const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(m->size));
+    Reservation r;
+    const bool reserved =
+        to_cold ? pool_.ReserveForColdMigration(capacity, /*for_drain=*/true,
+                                                &r)
+                : pool_.ReserveForRelocation(capacity, &r);
+    if (!reserved) return false;  // no room
+    MoveEntry(header.hash, page, offset, generation, r,
+              Counter::kRelocations);
+    return true;
+  });
+  const bool recycled = pool_.FinishFreeze(page, frozen);
+  if (recycled) {
+    stats_.Add(Counter::kPagesDrained);
+    stats_.Add(Counter::kPagesRecycled);
+  }
+  return recycled;
+}
+
+bool NodeShard::MoveEntry(const HashPair& h, uint32_t page, uint32_t offset,
+                          uint32_t generation, const Reservation& r,
+                          Counter counter) {
+  bool moved = false;
+  KeyMeta before;
+  for (int i = 0; i < kBusyRetries && !moved; ++i) {
+    const Error err = arc_->UpdateInPlaceWithoutHit(h, [&](KeyMeta& cur) {
+      if (!PointsAt(cur, page, offset, generation) ||
+          EntryFootprint(cur.size) > r.capacity) {
+        return;
+      }
+      // Inside the slot's seqlock: an in-place writer of this key has
+      // either finished (we copy its bytes) or is refused the slot and
+      // looks again (it then finds the moved entry, see Set).
+      CopyEntry(pool_.EntryAt(page, offset), pool_.EntryAt(r.page, r.offset),
+                h, cur.size, r.capacity);
+      before = cur;
+      cur.page = r.page;
+      cur.offset = r.offset;
+      cur.generation = r.generation;
+      cur.capacity = r.capacity;
+      moved = true;
+    });
+    if (err != Error::kAbandonedSet) break;
+  }
+  if (moved) {
+    pool_.Publish(r.page, r.capacity);
+    pool_.EndWrite(r.page);
+    pool_.Unpublish(page, before.capacity);
+    stats_.Add(counter);
+    // Alignment padding of the new copy (the old entry's goes dead).
+    stats_.Add(Counter::kPaddingBytes,
+               r.capacity - kEntryHeaderBytes - before.size);
+  } else {
+    // Evicted, overwritten elsewhere, grown in place or busy: the copy is
+    // dead; keep the reservation walkable.
+    WriteDeadEntry(pool_.EntryAt(r.page, r.offset), h, r.capacity);
+    pool_.EndWrite(r.page);
+  }
+  return moved;
+}
+
+bool NodeShard::ReclaimIfExpired(const HashPair& h, uint32_t page,
+                                 uint32_t offset, uint32_t generation,
+                                 uint64_t now) {
+  // Try-lock only: the reclaim mutex holder must never wait for a key lock
+  // (a writer holding one may be waiting for the reclaim mutex). Holding it,
+  // no writer can give the key a fresh value between the check and the
+  // erase.
+  ParkingLock& lock = config_.key_lock_for(config_.key_lock_context, h);
+  if (!lock.try_lock()) return false;
+  bool erased = false;
+  const std::optional<KeyMeta> m = arc_->Peek(h);
+  if (m.has_value() && PointsAt(*m, page, offset, generation) &&
+      m->Expired(now)) {
+    erased = EraseAndAccount(h, Counter::kTtlExpirations);
+  }
+  lock.unlock();
+  return erased;
+}
+
+bool NodeShard::EvictSparsestPage() {
+  uint64_t live = 0;
+  const uint32_t page = pool_.SparsestSealedPage(&live);
+  if (page == kNoPage) return false;
+  uint64_t frozen;
+  if (!pool_.TryFreeze(page, &frozen)) return false;
+  const bool recycled = EvictFrozen(page, frozen);
+  if (recycled) stats_.Add(Counter::kPageEvictions);
+  return recycled;
+}
+
+bool NodeShard::EvictFrozen(uint32_t page, uint64_t frozen) {
+  const uint32_t generation =
+      pool_.page(page).generation.load(std::memory_order_relaxed);
+  const uint64_t now = NowMs();
+  pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
+                                       const EntryHeader& header) {
+    const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+    if (m.has_value() && PointsAt(*m, page, offset, generation)) {
+      // No key lock: an eviction may take any key at any time. If a writer
+      // re-pointed the key meanwhile, that newer entry is what gets erased
+      // and accounted; the cache just loses it a little earlier.
+      EraseAndAccount(header.hash, m->Expired(now)
+                                       ? Counter::kTtlExpirations
+                                       : Counter::kEvictionsCapacity);
+    }
+    return true;
+  });
+  const bool recycled = pool_.FinishFreeze(page, frozen);
+  if (recycled) stats_.Add(Counter::kPagesRecycled);
+  return recycled;
+}
+
+bool NodeShard::RelocateStaging() {
+  const uint32_t staging = pool_.staging_page();
+  const uint64_t state = pool_.page(staging).state.load(
+      std::memory_order_relaxed);
+  if (PageState::Used(state) == 0) return false;
+  const uint64_t live =
+      pool_.page(staging).live.load(std::memory_order_relaxed) &
+      0xffffffffull;
+  // Relocate only when everything fits without touching the relocation
+  // reserve: unlike a drain, emptying staging frees no page, so using the
+  // reserve here could leave a full cache with no room to compact in.
+  const uint32_t free = pool_.free_pages();
+  const uint64_t spare_pages = free > kRelocationReserve
+                                   ? free - kRelocationReserve
+                                   : 0;
+  if (live > pool_.relocation_room() + spare_pages * pool_.page_size()) {
+    return false;
+  }
+  pool_.SealStaging();
+  uint64_t frozen;
+  if (!pool_.TryFreeze(staging, &frozen)) {
+    pool_.ReopenStaging();  // writes in flight; next pass
+    return false;
+  }
+  const bool recycled = DrainFrozen(staging, frozen);  // reopens if emptied
+  if (!recycled) pool_.ReopenStaging();
+  return recycled;
+}
+
+bool NodeShard::RefillStep() {
+  // Free pages to keep for bursts: 1/16 of the pool, at least the
+  // relocation reserve plus one; with cold pages plus two, so that the
+  // refill starts while a COLD page can still be opened beyond the reserve.
+  const uint32_t target = std::max<uint32_t>(
+      kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
+      config_.page_count / 16);
+  if (pool_.free_pages() >= target) return false;
+  const uint32_t recycled = pool_.RecycleDeadPages();
+  if (recycled > 0) {
+    stats_.Add(Counter::kPagesRecycled, recycled);
+    return true;
+  }
+  // Report §2.10.4: drain a page once a quarter of it is dead.
+  const uint64_t page = pool_.page_size();
+  if (DrainSparsest(std::min(page * 3 / 4,
+                             pool_.relocation_room() +
+                                 uint64_t{pool_.free_pages()} * page))) {
+    return true;
+  }
+  if (!config_.eviction_enabled) return false;
+  if (config_.spill_cold_pages) return ColdStep();
+  return ForceEvictBatch();
+}
+
+void NodeShard::ReclaimExpired() {
+  if (!has_ttl_keys_.load(std::memory_order_relaxed)) return;
+  // One sealed page per pass, round robin: expired keys are already
+  // invisible to Get, so this only returns their bytes, and can be slow.
+  for (uint32_t tries = 0; tries < config_.page_count; ++tries) {
+    const uint32_t page = ttl_cursor_;
+    ttl_cursor_ = (ttl_cursor_ + 1) % config_.page_count;
+    uint64_t frozen;
+    if (!pool_.TryFreeze(page, &frozen)) continue;
+    const uint32_t generation =
+        pool_.page(page).generation.load(std::memory_order_relaxed);
+    const uint64_t now = NowMs();
+    pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
+                                         const EntryHeader& header) {
+      const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+      if (m.has_value() && PointsAt(*m, page, offset, generation) &&
+          m->Expired(now)) {
+        ReclaimIfExpired(header.hash, page, offset, generation, now);
+      }
+      return true;
+    });
+    if (pool_.FinishFreeze(page, frozen)) {
+      stats_.Add(Counter::kPagesRecycled);
+    }
+    return;
+  }
+}
+
+void NodeShard::Maintain() {
+  // Idle promotions are applied here so that a read-only period does not
+  // leave ARC's order stale (§2.8.2). Only if ARC's lock is free: a writer
+  // holding it is no read-only period, and spinning here would take CPU from
+  // that writer.
+  arc_->TryDrainPromotions();
+  // Each step takes the reclaim mutex on its own, so that a writer that ran
+  // out of room waits for one step, never for a whole pass.
+  {
+    MutexLock l(&reclaim_mu_);
+    // A mark is good for one pass: re-marking next time it is needed skips
+    // the keys that were read or written meanwhile.
+    if (config_.spill_cold_pages) {
+      cold_keys_.clear();
+      cold_pending_.store(0, std::memory_order_relaxed);
+    }
+    const uint32_t recycled = pool_.RecycleDeadPages();
+    if (recycled > 0) stats_.Add(Counter::kPagesRecycled, recycled);
+    RelocateStaging();
+  }
+  constexpr int kMaxRefillSteps = 32;  // bounded work per pass
+  for (int step = 0; step < kMaxRefillSteps; ++step) {
+    MutexLock l(&reclaim_mu_);
+    if (!RefillStep()) break;
+  }
+  MutexLock l(&reclaim_mu_);
+  ReclaimExpired();
+  if (spill_index_ != nullptr) {
+    // Writers' victims (a full key table) fill the batch too.
+    FlushVictimBatch(/*force=*/false);
+    SweepSpillIndex();
+    DeleteDeadSpillPages();
+  }
+}
+
+}  // namespace furrball_internal
+}  // namespace furrballs

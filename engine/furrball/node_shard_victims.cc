@@ -1,0 +1,256 @@
+// engine/furrball/node_shard_victims.cc: what happens to a KeyMeta that
+// leaves its slot: the accounting of the removed entry, ARC's eviction
+// callback, the worker's forced evictions, and, with the spill tier, ARC's
+// victims in transit to the spill batch (claim, drain, settle) and the
+// batch's writes.
+//
+// Thread safety: OnEvict runs under ARC's SpinLock and neither blocks nor
+// allocates; the victim slots follow the "ARC victims" protocol at the top
+// of node_shard.h (states FREE -> PENDING -> DRAINING -> FREE, with the
+// memory orders written at each transition below); batch_mu_ is a leaf
+// held only for in-memory work.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "engine/furrball/entry.h"
+#include "engine/furrball/furrball_testing.h"
+#include "engine/furrball/node_shard.h"
+#include "engine/furrball/node_shard_internal.h"
+#include "engine/spill/page_blob.h"
+#include "engine/spill/spill_store.h"
+
+namespace furrballs {
+namespace furrball_internal {
+namespace {
+
+// Why the eviction callback is running on this thread: ARC's own REPLACE
+// inside Set (the key table was full) unless a reclaimer said otherwise.
+thread_local Counter tls_eviction_reason = Counter::kEvictionsKeys;
+// Set by the worker's reserve refill while it asks ARC for victims with the
+// spill tier on: OnEvict then sends each victim to the spill batch.
+thread_local bool tls_spill_victims = false;
+
+class EvictionReason {
+ public:
+  explicit EvictionReason(Counter reason) : saved_(tls_eviction_reason) {
+    tls_eviction_reason = reason;
+  }
+  ~EvictionReason() { tls_eviction_reason = saved_; }
+
+ private:
+  Counter saved_;
+};
+
+}  // namespace
+
+void NodeShard::AccountRemoved(const KeyMeta& m) {
+  pool_.Unpublish(m.page, m.capacity);
+  stats_.AddSigned(Counter::kLiveKeys, -1);
+  stats_.AddSigned(Counter::kLiveBytes, -int64_t{m.size});
+  if (!config_.eviction_enabled) {
+    resident_keys_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void NodeShard::OnEvict(const HashPair& h, const KeyMeta& m) {
+  // Runs under ARC's SpinLock: nothing here may block or allocate. With the
+  // spill tier the victim only gets a transit slot (see "ARC victims" in
+  // node_shard.h); the evicting thread copies and indexes it once ARC's
+  // lock is released (DrainVictims). Its entry stays published until then,
+  // so its page, and the bytes, cannot be recycled meanwhile.
+  if (spill_index_ != nullptr) {
+    // Only evictors claim slots, and they all hold ARC's lock: no two claim
+    // at once. The acquire load pairs with the release store that freed the
+    // slot, so the drainer's reads of it are done before we overwrite it.
+    for (VictimSlot& slot : victims_) {
+      if (slot.state.load(std::memory_order_acquire) != kSlotFree) continue;
+      slot.h1.store(h.h1, std::memory_order_relaxed);
+      slot.h2.store(h.h2, std::memory_order_relaxed);
+      slot.meta = m;
+      slot.from_worker = tls_spill_victims;
+      slot.reason = tls_eviction_reason;
+      victims_pending_.fetch_add(1, std::memory_order_relaxed);
+      // Publishes meta and the flags to the drainer's acquire CAS.
+      slot.state.store(kSlotPending, std::memory_order_release);
+      return;
+    }
+    // Every slot is taken (evictions outran their drains): the victim is
+    // dropped, as any eviction without a spill tier.
+  }
+  AccountRemoved(m);
+  stats_.Add(m.Expired(NowMs()) ? Counter::kTtlExpirations
+                                : tls_eviction_reason);
+}
+
+bool NodeShard::DrainVictimSlot(VictimSlot& slot) {
+  uint32_t pending = kSlotPending;
+  // Acquire: pairs with OnEvict's release store, so meta is the victim's.
+  if (!slot.state.compare_exchange_strong(pending, kSlotDraining,
+                                          std::memory_order_acquire,
+                                          std::memory_order_relaxed)) {
+    return false;
+  }
+  const HashPair h{slot.h1.load(std::memory_order_relaxed),
+                   slot.h2.load(std::memory_order_relaxed)};
+  const KeyMeta m = slot.meta;
+  if (const EngineTestHooks* t = TestHooks();
+      t != nullptr && t->victim_erased != nullptr) {
+    t->victim_erased(h);
+  }
+  // The worker's victims always go to the batch. A writer's (its insert
+  // made ARC evict: a full key table) only while the batch is under two
+  // pages: the writer flushes it afterwards, and must not let it grow
+  // without bound when the flushes fall behind.
+  bool batched;
+  {
+    MutexLock l(&batch_mu_);
+    batched = slot.from_worker || batch_ == nullptr ||
+              batch_->data_bytes() < 2 * uint64_t{pool_.page_size()};
+    if (batched) AddVictimLocked(h, m);
+  }
+  AccountRemoved(m);
+  stats_.Add(batched ? Counter::kSpilledKeys
+                     : m.Expired(NowMs()) ? Counter::kTtlExpirations
+                                          : slot.reason);
+  // Release: a settler that sees the slot free (acquire) sees the index
+  // entry, and the next claimer's writes come after our reads.
+  slot.state.store(kSlotFree, std::memory_order_release);
+  // Release, after the slot is free: a settler whose acquire load reads
+  // zero sees every drain done (the decrements form one release sequence).
+  victims_pending_.fetch_sub(1, std::memory_order_release);
+  return true;
+}
+
+void NodeShard::DrainVictims() {
+  if (victims_pending_.load(std::memory_order_relaxed) == 0) return;
+  for (VictimSlot& slot : victims_) DrainVictimSlot(slot);
+}
+
+bool NodeShard::SettleVictim(const HashPair& h) {
+  if (spill_index_ == nullptr) return false;
+  // Every eviction of h that started before now has claimed its slot once
+  // ARC's critical section is over; the lock hand-over orders the claim's
+  // (relaxed) writes before our loads.
+  arc_->WaitForEvictionsInFlight();
+  if (victims_pending_.load(std::memory_order_acquire) == 0) return false;
+  bool found = false;
+  for (VictimSlot& slot : victims_) {
+    for (;;) {
+      const uint32_t state = slot.state.load(std::memory_order_acquire);
+      if (state == kSlotFree ||
+          slot.h1.load(std::memory_order_relaxed) != h.h1 ||
+          slot.h2.load(std::memory_order_relaxed) != h.h2) {
+        break;
+      }
+      found = true;
+      if (state == kSlotPending) {
+        DrainVictimSlot(slot);
+      } else {
+        // Another thread is indexing it: memory copies under batch_mu_ and
+        // the index's mutexes, never a wait for a key lock.
+        std::this_thread::yield();
+      }
+    }
+  }
+  return found;
+}
+
+void NodeShard::AddVictimLocked(const HashPair& h, const KeyMeta& m) {
+  // Runs after the victim left the table and before its entry is
+  // unpublished. Its bytes are stable: a page is recycled only once its live
+  // bytes are zero, and this entry's are still counted until the drain's
+  // AccountRemoved; no in-place writer can reach an entry whose KeyMeta is
+  // gone.
+  if (batch_ == nullptr) {
+    batch_page_id_ = config_.spill_store->NewPageId();
+    batch_ = std::make_unique<spill::PageBlobBuilder>(
+        static_cast<uint32_t>(config_.node_index), batch_page_id_, NowMs());
+  }
+  CopyValueOut(pool_.EntryAt(m.page, m.offset), m.size,
+               batch_->Add(h, m.version, m.expiry_ms, m.size));
+  spill_index_->Add(h, SpilledKey{batch_page_id_, m.version, m.expiry_ms});
+  if (batch_->data_bytes() >= pool_.page_size()) {
+    batch_full_.store(true, std::memory_order_relaxed);
+  }
+}
+
+void NodeShard::FlushVictimBatchIfFull() {
+  if (!batch_full_.load(std::memory_order_relaxed)) return;
+  FlushVictimBatch(/*force=*/false);
+}
+
+void NodeShard::FlushVictimBatch(bool force) {
+  // The blob is written with no lock held: batch_mu_ is taken under ARC's
+  // lock (OnEvict), so it must never wait for the disk. Meanwhile the blob
+  // is the in-flight page, which a reload of one of its keys reads from
+  // memory.
+  std::shared_ptr<const std::string> bytes;
+  uint64_t page_id = 0;
+  {
+    MutexLock l(&batch_mu_);
+    if (batch_ == nullptr || inflight_ != nullptr) return;  // one at a time
+    if (!force && batch_->data_bytes() < pool_.page_size()) return;
+    bytes = std::make_shared<const std::string>(batch_->Finish());
+    page_id = batch_page_id_;
+    inflight_ = bytes;
+    inflight_page_id_ = page_id;
+    batch_.reset();
+    batch_full_.store(false, std::memory_order_relaxed);
+  }
+  // Every key of the batch may have left it already (overwritten, deleted,
+  // reloaded): then there is nothing to write.
+  if (spill_index_->HasKeys(page_id)) {
+    const absl::Status put =
+        config_.spill_store->Put(config_.node_index, page_id, *bytes);
+    if (put.ok()) {
+      stats_.Add(Counter::kSpillPages);
+      stats_.Add(Counter::kSpillBytes, bytes->size());
+    } else {
+      // The keys are indexed under a page the store does not have: their
+      // reloads miss (and drop the entries). Never a wrong value.
+      stats_.Add(Counter::kSpillErrors);
+    }
+  }
+  MutexLock l(&batch_mu_);
+  inflight_.reset();
+  inflight_page_id_ = 0;
+}
+
+bool NodeShard::EraseAndAccount(const HashPair& h, Counter reason) {
+  for (int i = 0; i < kBusyRetries; ++i) {
+    KeyMeta erased;
+    const Error err = arc_->Erase(h, &erased);
+    if (err == Error::kAbandonedSet) continue;
+    if (err != Error::kOk) return false;
+    AccountRemoved(erased);
+    stats_.Add(reason);
+    return true;
+  }
+  return false;
+}
+
+bool NodeShard::ForceEvictBatch() {
+  // No page is sparse enough: let ARC pick victims (§2.10.1 ForceEvictOne)
+  // so that a later drain has dead bytes to reclaim. With the spill tier the
+  // victims are not dropped: they are copied into the spill batch, a page
+  // image of keys that went cold together (the report's COLD page, §2.9.1),
+  // written whole once it is a page long (§2.9.5).
+  constexpr int kEvictBatch = 64;
+  EvictionReason reason(Counter::kEvictionsCapacity);
+  tls_spill_victims = spill_index_ != nullptr;
+  bool evicted = true;
+  for (int i = 0; i < kEvictBatch && evicted; ++i) {
+    const ForcedEviction<KeyMeta> e = arc_->ForceEvictOne();
+    evicted = e.err != Error::kKeyNotFound;  // else nothing left to evict
+    DrainVictims();
+  }
+  tls_spill_victims = false;
+  if (spill_index_ != nullptr) FlushVictimBatch(/*force=*/false);
+  return evicted;
+}
+
+}  // namespace furrball_internal
+}  // namespace furrballs
