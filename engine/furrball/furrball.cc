@@ -16,6 +16,7 @@
 #include "engine/common/parking_lock.h"
 #include "engine/furrball/entry.h"
 #include "engine/furrball/furrball_testing.h"
+#include "engine/furrball/key_meta.h"
 #include "engine/furrball/memory_plan.h"
 #include "engine/furrball/node_job.h"
 #include "engine/furrball/node_shard.h"
@@ -111,6 +112,11 @@ absl::Status ValidateOptions(const FurrBallOptions& o) {
   if (!o.spill_dir.empty() && o.routing != RoutingPolicy::kHash) {
     return bad("spill_dir needs routing = kHash (a spilled key's node must "
                "be a function of its hash)");
+  }
+  const Clock* clock = o.clock != nullptr ? o.clock : SteadyClock::Get();
+  if (const uint64_t now = clock->NowMs(); now > kMaxExpiryMs / 2) {
+    return bad("the clock reads ", now, " ms, past half of the ",
+               kMaxExpiryMs, " ms a key's deadline can hold");
   }
   return absl::OkStatus();
 }

@@ -10,12 +10,14 @@
 #include <vector>
 
 #include <absl/strings/str_cat.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball_testing.h"
+#include "engine/furrball/key_meta.h"
 #include "engine/furrball/sync.h"
 #include "engine/numatic/error_status.h"
 #include "engine/numatic/numatic.h"
@@ -422,7 +424,25 @@ TEST(FurrBallTest, HugeTtlSaturatesInsteadOfWrapping) {
   std::string v;
   const GetResult g = ball->Get("forever", &v);
   ASSERT_TRUE(g.found);
-  EXPECT_EQ(g.ttl_remaining_ms, UINT64_MAX - 1000);
+  // The largest deadline KeyMeta holds (34 years of a boot-based clock).
+  EXPECT_EQ(g.ttl_remaining_ms, kMaxExpiryMs - 1000);
+  // Touch saturates the same way, and the key lives on far into the future.
+  ASSERT_EQ(ball->Touch("forever", UINT64_MAX - 7), Error::kOk);
+  clock.AdvanceMs(kMaxExpiryMs / 4);
+  EXPECT_TRUE(ball->Get("forever", &v).found);
+}
+
+TEST(FurrBallTest, AClockPastTheDeadlineRangeIsRefused) {
+  // KeyMeta keeps 40 bits of deadline; a clock that already reads more than
+  // half of that would leave TTLs no room, so Open says so instead.
+  ManualClock clock(kMaxExpiryMs / 2 + 1);
+  FurrBallOptions o = SmallOptions();
+  o.clock = &clock;
+  const absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+  ASSERT_FALSE(ball.ok());
+  EXPECT_EQ(ball.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ball.status().message()),
+              ::testing::HasSubstr("the clock reads"));
 }
 
 TEST(FurrBallTest, TouchWithZeroRemovesTheDeadline) {

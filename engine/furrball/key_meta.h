@@ -12,6 +12,18 @@
 
 namespace furrballs {
 
+// Widths of the packed fields. The deadline is a Clock::NowMs value, which
+// for the default steady clock counts from boot: 40 bits last 34 years
+// (FurrBall::Open refuses a clock already past half of that). The
+// generation is the page's recycle count modulo 2^24: a reader that keeps a
+// KeyMeta while its page is recycled 16.7 million times could mistake the
+// new entry for the old one, which would take hours of recycling one page
+// inside one read.
+inline constexpr int kExpiryBits = 40;
+inline constexpr int kGenerationBits = 24;
+inline constexpr uint64_t kMaxExpiryMs = (uint64_t{1} << kExpiryBits) - 1;
+inline constexpr uint32_t kGenerationMask = (uint32_t{1} << kGenerationBits) - 1;
+
 struct KeyMeta {
   // Every write takes a fresh version from its node's counter (see
   // NodeShard::NextVersion), so (version, page, generation, offset) names one
@@ -20,15 +32,14 @@ struct KeyMeta {
   // the same KeyMeta before and after copying the bytes therefore copied
   // bytes nobody changed (the Get protocol in node_shard.h).
   uint64_t version = 0;
-  uint64_t expiry_ms = 0;   // monotonic deadline (Clock::NowMs); 0 = never
+  // Monotonic deadline (Clock::NowMs), 0 = never; at most kMaxExpiryMs.
+  uint64_t expiry_ms : kExpiryBits = 0;
+  // The page's recycle count when written, masked by kGenerationMask.
+  uint64_t generation : kGenerationBits = 0;
   uint32_t page = 0;        // page index within the node's pool
   uint32_t offset = 0;      // of the entry header within the page
   uint32_t size = 0;        // value bytes
   uint32_t capacity = 0;    // the entry's footprint: header + value + padding
-  uint32_t generation = 0;  // the page's recycle count when written
-  // Zero. Keeps the struct free of implicit padding (CMap copies slots as
-  // words) and is where the spill tier's per-key flags will go.
-  uint32_t reserved = 0;
 
   bool Expired(uint64_t now_ms) const {
     return expiry_ms != 0 && now_ms >= expiry_ms;
@@ -39,11 +50,17 @@ struct KeyMeta {
 
 static_assert(std::is_trivially_copyable_v<KeyMeta>,
               "CMap stores values by word copies inside its seqlock");
-static_assert(sizeof(KeyMeta) == 40 && alignof(KeyMeta) == 8,
-              "no implicit padding, so a slot copy is fully defined");
-static_assert(sizeof(KeyMeta) <= 48,
-              "KeyMeta must stay small enough to keep CMap slots inline "
-              "(brief: <= 48 bytes)");
+static_assert(sizeof(KeyMeta) == 32 && alignof(KeyMeta) == 8,
+              "no implicit padding, so a slot copy is fully defined; with "
+              "CMap's seq and fingerprint a slot is 48 bytes");
+
+// Whether `m` names the entry at (page, offset) of that page generation
+// (the page's full counter; KeyMeta keeps its low kGenerationBits).
+inline bool PointsAt(const KeyMeta& m, uint32_t page, uint32_t offset,
+                     uint32_t generation) {
+  return m.page == page && m.offset == offset &&
+         m.generation == (generation & kGenerationMask);
+}
 
 }  // namespace furrballs
 

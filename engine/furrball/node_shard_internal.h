@@ -21,12 +21,6 @@ const EngineTestHooks* TestHooks();
 // slot busy (a writer is inside it for a few hundred nanoseconds at most).
 inline constexpr int kBusyRetries = 64;
 
-// Whether `m` names the entry at (page, offset) of that page generation.
-inline bool PointsAt(const KeyMeta& m, uint32_t page, uint32_t offset,
-                     uint32_t generation) {
-  return m.page == page && m.offset == offset && m.generation == generation;
-}
-
 }  // namespace furrball_internal
 }  // namespace furrballs
 

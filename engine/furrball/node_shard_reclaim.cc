@@ -199,7 +199,7 @@ bool NodeShard::MoveEntry(const HashPair& h, uint32_t page, uint32_t offset,
       before = cur;
       cur.page = r.page;
       cur.offset = r.offset;
-      cur.generation = r.generation;
+      cur.generation = r.generation & kGenerationMask;
       cur.capacity = r.capacity;
       moved = true;
     });

@@ -21,12 +21,13 @@ namespace furrballs {
 namespace furrball_internal {
 namespace {
 
-// The expiry for a TTL set at `now`: 0 (never) for no TTL, saturating so
-// that a huge TTL means "practically never" rather than wrapping into the
-// past.
+// The expiry for a TTL set at `now`: 0 (never) for no TTL, saturating at
+// the largest deadline KeyMeta holds so that a huge TTL means "practically
+// never" rather than wrapping into the past. REQUIRES: now < kMaxExpiryMs
+// (FurrBall::Open checks the clock).
 uint64_t Deadline(uint64_t now, uint64_t ttl_ms) {
   if (ttl_ms == 0) return 0;
-  return ttl_ms > UINT64_MAX - now ? UINT64_MAX : now + ttl_ms;
+  return ttl_ms > kMaxExpiryMs - now ? kMaxExpiryMs : now + ttl_ms;
 }
 
 bool SameEntry(const KeyMeta& a, const KeyMeta& b) {
@@ -288,8 +289,13 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
     if (reserve_err != Error::kOk) return SetResult{reserve_err, 0};
     stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
     WriteKeyedEntry(pool_.EntryAt(r.page, r.offset), h, key, value, capacity);
-    const KeyMeta fresh{version, expiry,   r.page,       r.offset,
-                        size,    capacity, r.generation, 0};
+    const KeyMeta fresh{.version = version,
+                        .expiry_ms = expiry,
+                        .generation = r.generation & kGenerationMask,
+                        .page = r.page,
+                        .offset = r.offset,
+                        .size = size,
+                        .capacity = capacity};
 
     if (cur.has_value()) {
       bool same = false;

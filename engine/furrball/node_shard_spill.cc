@@ -188,8 +188,13 @@ Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
     if (reserve_err != Error::kOk) return reserve_err;
     stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
     WriteEntry(pool_.EntryAt(r.page, r.offset), h, value, capacity);
-    const KeyMeta fresh{version, expiry_ms, r.page,       r.offset,
-                        size,    capacity,  r.generation, 0};
+    const KeyMeta fresh{.version = version,
+                        .expiry_ms = std::min(expiry_ms, kMaxExpiryMs),
+                        .generation = r.generation & kGenerationMask,
+                        .page = r.page,
+                        .offset = r.offset,
+                        .size = size,
+                        .capacity = capacity};
     if (!config_.eviction_enabled &&
         resident_keys_.fetch_add(1, std::memory_order_relaxed) >=
             int64_t{config_.max_keys}) {

@@ -17,11 +17,26 @@
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/entry.h"
+#include "engine/furrball/key_meta.h"
 #include "engine/numatic/numatic.h"
 
 namespace furrballs {
 namespace furrball_internal {
 namespace {
+
+// KeyMeta keeps the low kGenerationBits of its page's recycle count, so a
+// page recycled past 2^24 times must still match the entries written since.
+TEST(PointsAtTest, ComparesThePagesGenerationModuloTheKeptBits) {
+  const uint32_t page_generation = (uint32_t{1} << kGenerationBits) + 5;
+  KeyMeta m;
+  m.page = 3;
+  m.offset = 64;
+  m.generation = page_generation & kGenerationMask;
+  EXPECT_TRUE(PointsAt(m, 3, 64, page_generation));
+  EXPECT_FALSE(PointsAt(m, 3, 64, page_generation + 1));
+  EXPECT_FALSE(PointsAt(m, 3, 72, page_generation));
+  EXPECT_FALSE(PointsAt(m, 4, 64, page_generation));
+}
 
 constexpr uint32_t kPageSize = 64 << 10;
 
