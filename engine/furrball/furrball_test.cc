@@ -722,3 +722,25 @@ TEST(FurrBallTest, StatsCountEveryOperation) {
 
 }  // namespace
 }  // namespace furrballs
+
+namespace furrballs {
+namespace {
+
+// Entries just over half a page fill each page with one entry and leave the
+// rest too small for another: writers must still evict and go on (a 64 MiB
+// server with 2 MiB pages and 1 MiB values used to spin in the reclaimer).
+TEST(FurrBallTest, ValuesOverHalfAPageKeepBeingStored) {
+  FurrBallOptions o = SmallOptions(/*nodes=*/1);
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  ASSERT_NE(ball, nullptr);
+  const std::string value(o.max_value_bytes, 'v');
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_EQ(ball->Set("big" + std::to_string(i), value).error, Error::kOk)
+        << "Set " << i;
+  }
+  std::string v;
+  EXPECT_TRUE(ball->Get("big399", &v).found);
+}
+
+}  // namespace
+}  // namespace furrballs

@@ -139,6 +139,20 @@ bool NodeShard::DrainSparsest(uint64_t max_live_bytes) {
   uint64_t live = 0;
   const uint32_t page = pool_.SparsestSealedPage(&live);
   if (page == kNoPage || live > max_live_bytes) return false;
+  // A drain frees a page but may take a fresh one for what it moves. If the
+  // live bytes do not fit the open relocation page, that page is sealed
+  // with its room unused and a fresh one opened: the room gained is then
+  // page - live - room, which entries over half a page (one per page) make
+  // zero, and a writer would drain one page into another for ever. COLD
+  // pages drain onto the COLD destination, which the compactor sizes.
+  const uint64_t room = pool_.relocation_room();
+  const bool to_cold =
+      config_.spill_cold_pages &&
+      PageState::Tier(pool_.page(page).state.load(std::memory_order_relaxed)) ==
+          PageTier::kCold;
+  if (!to_cold && live > room && live + room >= pool_.page_size()) {
+    return false;
+  }
   uint64_t frozen;
   if (!pool_.TryFreeze(page, &frozen)) return false;
   return DrainFrozen(page, frozen);
