@@ -26,9 +26,12 @@ using ::furrballs::client::Entry;
 // failed operations.
 constexpr std::chrono::milliseconds kTimeout{10000};
 
+// Each of these clients measures one transport, so the client's automatic
+// batching (on by default) is off: unary calls stay unary.
 ClientOptions Options() {
   ClientOptions options;
   options.default_timeout = kTimeout;
+  options.batch_streams = 0;
   return options;
 }
 

@@ -238,9 +238,34 @@ Client::~Client() {
   batcher_.reset();  // closes its streams, on this (the user's) thread
 }
 
-bool Client::Batched(const CallOptions& call) const {
-  return batcher_ != nullptr && !call.wait_for_ready;
+Client::Path Client::Route(const CallOptions& call) {
+  if (batcher_ == nullptr || call.wait_for_ready) return Path::kUnary;
+  const size_t others =
+      batchable_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  return others == 0 && !options_.batch_lone_calls ? Path::kLoneUnary
+                                                   : Path::kBatched;
 }
+
+void Client::Leave(Path path) {
+  if (path != Path::kUnary) {
+    batchable_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+class Client::Routed {
+ public:
+  Routed(Client* client, const CallOptions& call)
+      : client_(client), path_(client->Route(call)) {}
+  ~Routed() { client_->Leave(path_); }
+  Routed(const Routed&) = delete;
+  Routed& operator=(const Routed&) = delete;
+
+  bool batched() const { return path_ == Path::kBatched; }
+
+ private:
+  Client* const client_;
+  const Path path_;
+};
 
 namespace {
 
@@ -286,12 +311,14 @@ void Client::SubmitBatched(v1::PipelineRequest op, const CallOptions& call,
                            std::function<void(OpResult)> done) {
   const auto deadline = BatchedDeadline(call, options_);
   if (deadline <= std::chrono::system_clock::now()) {
+    Leave(Path::kBatched);
     done(Expired());
     return;
   }
   BeginAsync();
   batcher_->SubmitWithDeadline(std::move(op), deadline,
                                [this, done = std::move(done)](OpResult r) {
+                                 Leave(Path::kBatched);
                                  done(std::move(r));
                                  EndAsync();
                                });
@@ -324,7 +351,8 @@ void Client::Prepare(grpc::ClientContext* ctx, const CallOptions& call) const {
 
 absl::StatusOr<std::optional<Entry>> Client::Get(absl::string_view key,
                                                  const CallOptions& call) {
-  if (Batched(call)) return AsEntry(RunBatched(GetOp(key), call));
+  Routed routed(this, call);
+  if (routed.batched()) return AsEntry(RunBatched(GetOp(key), call));
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
   v1::GetRequest request;
@@ -339,7 +367,8 @@ absl::StatusOr<uint64_t> Client::Set(absl::string_view key,
                                      absl::string_view value,
                                      const SetOptions& options,
                                      const CallOptions& call) {
-  if (Batched(call)) {
+  Routed routed(this, call);
+  if (routed.batched()) {
     return AsVersion(RunBatched(SetOp(key, value, options), call));
   }
   grpc::ClientContext ctx;
@@ -354,7 +383,8 @@ absl::StatusOr<uint64_t> Client::Set(absl::string_view key,
 
 absl::StatusOr<bool> Client::Delete(absl::string_view key,
                                     const CallOptions& call) {
-  if (Batched(call)) return AsDeleted(RunBatched(DeleteOp(key), call));
+  Routed routed(this, call);
+  if (routed.batched()) return AsDeleted(RunBatched(DeleteOp(key), call));
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
   v1::DeleteRequest request;
@@ -367,7 +397,10 @@ absl::StatusOr<bool> Client::Delete(absl::string_view key,
 
 absl::Status Client::Touch(absl::string_view key, uint64_t ttl_ms,
                            const CallOptions& call) {
-  if (Batched(call)) return AsTouched(RunBatched(TouchOp(key, ttl_ms), call));
+  Routed routed(this, call);
+  if (routed.batched()) {
+    return AsTouched(RunBatched(TouchOp(key, ttl_ms), call));
+  }
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
   v1::TouchRequest request;
@@ -427,7 +460,8 @@ absl::StatusOr<std::vector<NodeStats>> Client::Stats(const CallOptions& call) {
 
 void Client::GetAsync(absl::string_view key, GetCallback done,
                       const CallOptions& call) {
-  if (Batched(call)) {
+  const Path path = Route(call);
+  if (path == Path::kBatched) {
     return SubmitBatched(GetOp(key), call,
                          [done = std::move(done)](OpResult r) {
                            done(AsEntry(std::move(r)));
@@ -438,8 +472,10 @@ void Client::GetAsync(absl::string_view key, GetCallback done,
   c->request.set_key(key.data(), key.size());
   BeginAsync();
   stub_->async()->Get(&c->ctx, &c->request, &c->response,
-                      [this, c, done = std::move(done)](grpc::Status s) {
-                        done(Finish(c, s, TakeEntry));
+                      [this, c, path, done = std::move(done)](grpc::Status s) {
+                        auto result = Finish(c, s, TakeEntry);
+                        Leave(path);
+                        done(std::move(result));
                         EndAsync();
                       });
 }
@@ -447,7 +483,8 @@ void Client::GetAsync(absl::string_view key, GetCallback done,
 void Client::SetAsync(absl::string_view key, absl::string_view value,
                       const SetOptions& options, SetCallback done,
                       const CallOptions& call) {
-  if (Batched(call)) {
+  const Path path = Route(call);
+  if (path == Path::kBatched) {
     return SubmitBatched(SetOp(key, value, options), call,
                          [done = std::move(done)](OpResult r) {
                            done(AsVersion(std::move(r)));
@@ -459,15 +496,19 @@ void Client::SetAsync(absl::string_view key, absl::string_view value,
   BeginAsync();
   stub_->async()->Set(
       &c->ctx, &c->request, &c->response,
-      [this, c, done = std::move(done)](grpc::Status s) {
-        done(Finish(c, s, [](v1::SetResponse* r) { return r->version(); }));
+      [this, c, path, done = std::move(done)](grpc::Status s) {
+        auto result =
+            Finish(c, s, [](v1::SetResponse* r) { return r->version(); });
+        Leave(path);
+        done(std::move(result));
         EndAsync();
       });
 }
 
 void Client::DeleteAsync(absl::string_view key, DeleteCallback done,
                          const CallOptions& call) {
-  if (Batched(call)) {
+  const Path path = Route(call);
+  if (path == Path::kBatched) {
     return SubmitBatched(DeleteOp(key), call,
                          [done = std::move(done)](OpResult r) {
                            done(AsDeleted(std::move(r)));
@@ -479,15 +520,19 @@ void Client::DeleteAsync(absl::string_view key, DeleteCallback done,
   BeginAsync();
   stub_->async()->Delete(
       &c->ctx, &c->request, &c->response,
-      [this, c, done = std::move(done)](grpc::Status s) {
-        done(Finish(c, s, [](v1::DeleteResponse* r) { return r->deleted(); }));
+      [this, c, path, done = std::move(done)](grpc::Status s) {
+        auto result =
+            Finish(c, s, [](v1::DeleteResponse* r) { return r->deleted(); });
+        Leave(path);
+        done(std::move(result));
         EndAsync();
       });
 }
 
 void Client::TouchAsync(absl::string_view key, uint64_t ttl_ms,
                         TouchCallback done, const CallOptions& call) {
-  if (Batched(call)) {
+  const Path path = Route(call);
+  if (path == Path::kBatched) {
     return SubmitBatched(TouchOp(key, ttl_ms), call,
                          [done = std::move(done)](OpResult r) {
                            done(AsTouched(std::move(r)));
@@ -499,8 +544,9 @@ void Client::TouchAsync(absl::string_view key, uint64_t ttl_ms,
   c->request.set_ttl_ms(ttl_ms);
   BeginAsync();
   stub_->async()->Touch(&c->ctx, &c->request, &c->response,
-                        [this, c, done = std::move(done)](grpc::Status s) {
+                        [this, c, path, done = std::move(done)](grpc::Status s) {
                           delete c;
+                          Leave(path);
                           done(ToAbslStatus(s));
                           EndAsync();
                         });

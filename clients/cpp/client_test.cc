@@ -23,9 +23,54 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Every test runs with unary calls (batch_streams 0) and with automatic
-// batching on two streams: the results must not differ.
-class ClientTest : public ::testing::TestWithParam<int> {
+// How a test's client sends Get, Set, Delete and Touch: every call unary
+// (batch_streams 0), every call in a Batch message (two streams, lone calls
+// too), or as the defaults do (batching on; a call alone in flight goes
+// unary). The results must not differ.
+enum class Transport { kUnary, kBatched, kDefault };
+
+ClientOptions OptionsFor(Transport transport, milliseconds timeout) {
+  ClientOptions options{.default_timeout = timeout};
+  if (transport == Transport::kUnary) options.batch_streams = 0;
+  if (transport == Transport::kBatched) {
+    options.batch_streams = 2;
+    options.batch_lone_calls = true;
+  }
+  return options;
+}
+
+std::string TransportName(const ::testing::TestParamInfo<Transport>& info) {
+  switch (info.param) {
+    case Transport::kUnary:
+      return "unary";
+    case Transport::kBatched:
+      return "batched";
+    case Transport::kDefault:
+      return "default";
+  }
+  return "unknown";
+}
+
+const auto kTransports = ::testing::Values(
+    Transport::kUnary, Transport::kBatched, Transport::kDefault);
+
+// Requests the server counted for `op`, over all status codes.
+uint64_t Requests(const service::Server& server, service::RequestOp op) {
+  const service::RequestStatsSnapshot stats =
+      server.request_stats().Snapshot();
+  uint64_t n = 0;
+  for (uint64_t count : stats.requests[static_cast<int>(op)]) n += count;
+  return n;
+}
+
+uint64_t UnaryRequests(const service::Server& server) {
+  return Requests(server, service::RequestOp::kGet) +
+         Requests(server, service::RequestOp::kSet) +
+         Requests(server, service::RequestOp::kDelete) +
+         Requests(server, service::RequestOp::kTouch);
+}
+
+class ClientTest : public ::testing::TestWithParam<Transport> {
  protected:
   void SetUp() override {
     auto server = testing::StartTestServer();
@@ -33,8 +78,7 @@ class ClientTest : public ::testing::TestWithParam<int> {
     server_ = std::move(*server);
     client_ = std::make_unique<Client>(
         testing::AddressOf(*server_),
-        ClientOptions{.default_timeout = milliseconds(10000),
-                      .batch_streams = GetParam()});
+        OptionsFor(GetParam(), milliseconds(10000)));
   }
 
   std::unique_ptr<service::Server> server_;
@@ -464,16 +508,16 @@ TEST_P(ClientTest, WaitForReadyConnects) {
   EXPECT_TRUE(client_->WaitForReady(milliseconds(10000)).ok());
 }
 
-// Concurrent callers through one batching client: their operations share
-// Batch messages (fewer messages than operations reach the server), and each
-// caller still gets its own result: values, per-op errors (an empty key
-// fails only itself) and deadlines (a zero timeout fails only that call).
+// Concurrent callers through one client with the default options: their
+// operations share Batch messages (far fewer messages and unary calls than
+// operations reach the server), and each caller still gets its own result:
+// values, per-op errors (an empty key fails only itself) and deadlines (a
+// zero timeout fails only that call).
 TEST(ClientBatchingTest, ConcurrentCallersShareMessagesAndKeepTheirResults) {
   auto server = testing::StartTestServer();
   ASSERT_TRUE(server.ok()) << server.status();
   Client c(testing::AddressOf(**server),
-           ClientOptions{.default_timeout = milliseconds(10000),
-                         .batch_streams = 2});
+           ClientOptions{.default_timeout = milliseconds(10000)});
   constexpr int kThreads = 16, kPerThread = 200;
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -509,35 +553,93 @@ TEST(ClientBatchingTest, ConcurrentCallersShareMessagesAndKeepTheirResults) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  const service::RequestStatsSnapshot stats =
-      (*server)->request_stats().Snapshot();
-  const uint64_t messages =
-      stats.requests[static_cast<int>(service::RequestOp::kBatch)][0];
+  const uint64_t messages = Requests(**server, service::RequestOp::kBatch);
+  const uint64_t unary = UnaryRequests(**server);
+  // Zero-timeout calls fail in the client and never reach the server.
   const uint64_t ops = uint64_t{kThreads} * kPerThread * 2 +
                        uint64_t{kThreads} * (kPerThread / 50) * 2;
   EXPECT_GT(messages, 0u);
-  // 16 callers on 2 streams with one message in flight each: operations
-  // wait for the one in flight and go together.
-  EXPECT_LT(messages, ops) << messages << " messages for " << ops << " ops";
-  // No unary call was made for these.
-  EXPECT_EQ(stats.requests[static_cast<int>(service::RequestOp::kGet)][0], 0u);
+  // 16 callers on one stream with one message in flight: operations wait
+  // for the one in flight and go together. Only a call that finds no other
+  // in flight goes unary, which 16 busy callers rarely leave room for.
+  EXPECT_LT(messages + unary, ops)
+      << messages << " messages and " << unary << " unary calls for " << ops
+      << " ops";
+  EXPECT_LT(unary, ops / 2) << unary << " unary calls for " << ops << " ops";
 }
 
-INSTANTIATE_TEST_SUITE_P(Transport, ClientTest, ::testing::Values(0, 2),
-                         [](const auto& info) {
-                           return info.param == 0 ? "unary" : "batched";
-                         });
+// Asynchronous calls batch too: many GetAsync in flight at once from one
+// thread travel in fewer Batch messages, each with its own answer.
+TEST(ClientBatchingTest, AsyncCallsInFlightTogetherShareMessages) {
+  auto server = testing::StartTestServer();
+  ASSERT_TRUE(server.ok()) << server.status();
+  Client c(testing::AddressOf(**server),
+           ClientOptions{.default_timeout = milliseconds(10000)});
+  constexpr int kKeys = 64, kRounds = 20;
+  for (int k = 0; k < kKeys; ++k) {
+    ASSERT_TRUE(c.Set(absl::StrCat("ab-", k), absl::StrCat("v", k)).ok());
+  }
+  const uint64_t unary_before = UnaryRequests(**server);
+  std::atomic<int> failures{0};
+  for (int round = 0; round < kRounds; ++round) {
+    absl::BlockingCounter pending(kKeys);
+    for (int k = 0; k < kKeys; ++k) {
+      c.GetAsync(absl::StrCat("ab-", k),
+                 [&, k](absl::StatusOr<std::optional<Entry>> e) {
+                   if (!e.ok() || !e->has_value() ||
+                       (*e)->value != absl::StrCat("v", k)) {
+                     failures++;
+                   }
+                   pending.DecrementCount();
+                 });
+    }
+    pending.Wait();
+  }
+  EXPECT_EQ(failures.load(), 0);
+  const uint64_t messages = Requests(**server, service::RequestOp::kBatch);
+  const uint64_t unary = UnaryRequests(**server) - unary_before;
+  const uint64_t ops = uint64_t{kKeys} * kRounds;
+  EXPECT_GT(messages, 0u);
+  EXPECT_LT(messages + unary, ops / 2)
+      << messages << " messages and " << unary << " unary calls for " << ops
+      << " ops";
+}
+
+// A lone caller (nothing else in flight on its client) is sent unary even
+// with batching on: batching must not tax it (ClientOptions::
+// batch_lone_calls). Sync and async, every batchable method.
+TEST(ClientBatchingTest, LoneCallerGoesUnary) {
+  auto server = testing::StartTestServer();
+  ASSERT_TRUE(server.ok()) << server.status();
+  Client c(testing::AddressOf(**server),
+           ClientOptions{.default_timeout = milliseconds(10000),
+                         .batch_streams = 1});
+  ASSERT_TRUE(c.Set("lone", "v").ok());
+  absl::StatusOr<std::optional<Entry>> e = c.Get("lone");
+  ASSERT_TRUE(e.ok() && e->has_value()) << e.status();
+  EXPECT_TRUE(c.Touch("lone", 0).ok());
+  absl::Notification done;
+  c.GetAsync("lone", [&](absl::StatusOr<std::optional<Entry>> r) {
+    EXPECT_TRUE(r.ok() && r->has_value()) << r.status();
+    done.Notify();
+  });
+  done.WaitForNotification();
+  absl::StatusOr<bool> deleted = c.Delete("lone");
+  ASSERT_TRUE(deleted.ok() && *deleted) << deleted.status();
+  EXPECT_EQ(Requests(**server, service::RequestOp::kBatch), 0u);
+  EXPECT_EQ(UnaryRequests(**server), 5u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transport, ClientTest, kTransports, TransportName);
 
 // A server that accepts connections and never answers: every kind of call
 // must end with DEADLINE_EXCEEDED at its deadline, not hang; batched or not.
-class ClientDeadlineTest : public ::testing::TestWithParam<int> {};
+class ClientDeadlineTest : public ::testing::TestWithParam<Transport> {};
 
 TEST_P(ClientDeadlineTest, UnresponsiveServerHitsTheDeadline) {
   testing::SilentListener silent;
   ASSERT_TRUE(silent.ok());
-  Client c(silent.address(),
-           ClientOptions{.default_timeout = milliseconds(300),
-                         .batch_streams = GetParam()});
+  Client c(silent.address(), OptionsFor(GetParam(), milliseconds(300)));
 
   absl::StatusOr<std::optional<Entry>> e = c.Get("k");
   EXPECT_TRUE(absl::IsDeadlineExceeded(e.status())) << e.status();
@@ -565,10 +667,8 @@ TEST_P(ClientDeadlineTest, UnresponsiveServerHitsTheDeadline) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(op_status)) << op_status;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transport, ClientDeadlineTest,
-                         ::testing::Values(0, 2), [](const auto& info) {
-                           return info.param == 0 ? "unary" : "batched";
-                         });
+INSTANTIATE_TEST_SUITE_P(Transport, ClientDeadlineTest, kTransports,
+                         TransportName);
 
 TEST(ClientPipelineCancelTest, CancelEndsAPipelineThatGetsNoAnswer) {
   testing::SilentListener silent;
@@ -586,24 +686,20 @@ TEST(ClientPipelineCancelTest, CancelEndsAPipelineThatGetsNoAnswer) {
   EXPECT_TRUE(absl::IsCancelled(op_status)) << op_status;
 }
 
-class ClientErrorTest : public ::testing::TestWithParam<int> {};
+class ClientErrorTest : public ::testing::TestWithParam<Transport> {};
 
 TEST_P(ClientErrorTest, NothingListeningIsUnavailable) {
   // Port 1 on loopback: connection refused, so fail-fast calls return
   // UNAVAILABLE at once instead of waiting for the deadline.
-  Client c("127.0.0.1:1",
-           ClientOptions{.default_timeout = milliseconds(10000),
-                         .batch_streams = GetParam()});
+  Client c("127.0.0.1:1", OptionsFor(GetParam(), milliseconds(10000)));
   absl::StatusOr<std::optional<Entry>> e = c.Get("k");
   EXPECT_TRUE(absl::IsUnavailable(e.status())) << e.status();
   absl::Status ready = c.WaitForReady(milliseconds(100));
   EXPECT_TRUE(absl::IsUnavailable(ready)) << ready;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transport, ClientErrorTest, ::testing::Values(0, 2),
-                         [](const auto& info) {
-                           return info.param == 0 ? "unary" : "batched";
-                         });
+INSTANTIATE_TEST_SUITE_P(Transport, ClientErrorTest, kTransports,
+                         TransportName);
 
 }  // namespace
 }  // namespace furrballs::client
