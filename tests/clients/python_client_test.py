@@ -13,8 +13,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import unittest
+import urllib.request
 from typing import List, Optional, Sequence
 from xml.sax.saxutils import quoteattr
 
@@ -73,7 +75,12 @@ class ServerProcess:
 
 
 class ClientTest(unittest.TestCase):
+    """Every method against a real server, with the Client's defaults
+    (batching on; a call alone in flight goes unary). The subclasses below
+    run the same cases with every call unary and with every call batched."""
+
     server: ServerProcess
+    client_options: dict = {}
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -84,7 +91,7 @@ class ClientTest(unittest.TestCase):
         cls.server.stop()
 
     def setUp(self) -> None:
-        self.client = fb.Client(self.server.target, timeout=10.0)
+        self.client = fb.Client(self.server.target, timeout=10.0, **self.client_options)
 
     def tearDown(self) -> None:
         self.client.close()
@@ -190,6 +197,14 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(fb.InvalidArgumentError):
             self.client.set("k" * 251, "v")
 
+    def test_zero_timeout_expires_at_once(self) -> None:
+        for call in (lambda: self.client.get("py-k", timeout=0),
+                     lambda: self.client.set("py-k", "v", timeout=0),
+                     lambda: self.client.multi_get(["py-k"], timeout=-1)):
+            with self.assertRaises(fb.DeadlineExceededError) as cm:
+                call()
+            self.assertEqual(cm.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+
     def test_deadline_of_a_server_that_never_answers(self) -> None:
         # A listener that never accepts: the kernel completes the TCP
         # handshake into its backlog, then nothing answers, as with a hung
@@ -198,16 +213,114 @@ class ClientTest(unittest.TestCase):
             silent.bind(("127.0.0.1", 0))
             silent.listen(16)
             port = silent.getsockname()[1]
-            with fb.Client(f"127.0.0.1:{port}", timeout=0.3) as hung:
+            with fb.Client(f"127.0.0.1:{port}", timeout=0.3, **self.client_options) as hung:
                 with self.assertRaises(fb.DeadlineExceededError) as cm:
                     hung.get("k")
         self.assertEqual(cm.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
 
     def test_unreachable_server_is_unavailable(self) -> None:
-        with fb.Client("127.0.0.1:1", timeout=10.0) as dead:
+        with fb.Client("127.0.0.1:1", timeout=10.0, **self.client_options) as dead:
             with self.assertRaises(fb.UnavailableError) as cm:
                 dead.get("k")
         self.assertEqual(cm.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+
+class UnaryClientTest(ClientTest):
+    client_options = {"batch_streams": 0}
+
+
+class BatchedClientTest(ClientTest):
+    """Every get/set/delete/touch as an operation of a Batch message, on
+    two streams: results, per-operation errors and deadlines as unary."""
+
+    client_options = {"batch_streams": 2, "batch_lone_calls": True}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BatchingTest(unittest.TestCase):
+    """What reaches the server, read from its request counters
+    (furrballs_requests_total on its metrics port)."""
+
+    server: ServerProcess
+    metrics_port: int
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.metrics_port = free_port()
+        cls.server = ServerProcess(
+            SERVER_BINARY, flags=[f"--metrics_address=127.0.0.1:{cls.metrics_port}"])
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.stop()
+
+    def requests(self, op: str) -> int:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        return int(sum(float(n) for n in re.findall(
+            r'^furrballs_requests_total\{[^}]*op="%s"[^}]*\} (\S+)$' % op, text, re.M)))
+
+    def unary_requests(self) -> int:
+        return sum(self.requests(op) for op in ("get", "set", "delete", "touch"))
+
+    def test_concurrent_threads_share_messages_and_keep_their_results(self) -> None:
+        threads, per_thread = 16, 100
+        failures: List[str] = []
+        messages0, unary0 = self.requests("batch"), self.unary_requests()
+        with fb.Client(self.server.target, timeout=10.0) as client:
+            def work(t: int) -> None:
+                for i in range(per_thread):
+                    key, value = f"pb-{t}-{i}", f"v{t}/{i}".encode()
+                    try:
+                        version = client.set(key, value)
+                        e = client.get(key)
+                        if e is None or e.value != value or e.version != version:
+                            failures.append(f"{key}: read {e}")
+                        if i % 25 == 0:
+                            try:
+                                client.get("")
+                                failures.append("empty key accepted")
+                            except fb.InvalidArgumentError:
+                                pass
+                            try:
+                                client.get(key, timeout=0)
+                                failures.append("zero timeout answered")
+                            except fb.DeadlineExceededError:
+                                pass
+                            if not client.delete(key):
+                                failures.append(f"{key}: not deleted")
+                    except fb.FurrballsError as err:
+                        failures.append(f"{key}: {err}")
+
+            workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+        self.assertEqual(failures, [])
+        messages = self.requests("batch") - messages0
+        unary = self.unary_requests() - unary0
+        # Zero-timeout calls fail in the client and never reach the server.
+        ops = threads * per_thread * 2 + threads * (per_thread // 25) * 2
+        self.assertGreater(messages, 0)
+        self.assertLess(messages + unary, ops,
+                        f"{messages} messages and {unary} unary calls for {ops} ops")
+
+    def test_lone_caller_goes_unary(self) -> None:
+        messages0, unary0 = self.requests("batch"), self.unary_requests()
+        with fb.Client(self.server.target, timeout=10.0) as client:
+            version = client.set("pb-lone", "v")
+            self.assertEqual(client.get("pb-lone").version, version)
+            client.touch("pb-lone", ttl_ms=0)
+            self.assertTrue(client.delete("pb-lone"))
+        self.assertEqual(self.requests("batch") - messages0, 0)
+        self.assertEqual(self.unary_requests() - unary0, 4)
 
 
 class XmlResult(unittest.TextTestResult):
@@ -261,7 +374,8 @@ def run_cases(suite_name: str, *cases: type) -> int:
 def main() -> int:
     global SERVER_BINARY
     SERVER_BINARY = os.path.abspath(sys.argv[1])
-    return run_cases("python_client_test", ClientTest)
+    return run_cases("python_client_test", ClientTest, UnaryClientTest,
+                     BatchedClientTest, BatchingTest)
 
 
 if __name__ == "__main__":

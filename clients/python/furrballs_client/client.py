@@ -11,89 +11,30 @@ subclasses so callers can catch exactly the case they handle.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, List, Optional, Sequence, Type, Union
+from typing import Iterable, List, Optional, Sequence, Union
 
 import grpc
 
+from .batcher import Batcher
+from .errors import (  # noqa: F401 (re-exported: the package's public names)
+    AbortedError,
+    AlreadyExistsError,
+    DeadlineExceededError,
+    FurrballsError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+    error_for,
+    error_from_number,
+)
 from .v1 import furrballs_pb2 as pb
 from .v1 import furrballs_pb2_grpc as pb_grpc
 
 Key = Union[str, bytes]
 Value = Union[str, bytes]
-
-
-class FurrballsError(Exception):
-    """A failed call: the gRPC status code and the server's message."""
-
-    def __init__(self, code: grpc.StatusCode, message: str, method: str = "") -> None:
-        self.code = code
-        self.message = message
-        self.method = method
-        where = f"{method}: " if method else ""
-        super().__init__(f"{where}{code.name}: {message}")
-
-
-class InvalidArgumentError(FurrballsError):
-    """Empty key, key or value over the server's limit, bad TTL."""
-
-
-class AlreadyExistsError(FurrballsError):
-    """set(if_absent=True) on a live key."""
-
-
-class AbortedError(FurrballsError):
-    """set(if_version=N) saw a different version."""
-
-
-class NotFoundError(FurrballsError):
-    """set(if_version=N) or touch() on a missing key."""
-
-
-class ResourceExhaustedError(FurrballsError):
-    """The server cannot make room, or a node's queue is full."""
-
-
-class DeadlineExceededError(FurrballsError):
-    """The call's deadline passed."""
-
-
-class UnavailableError(FurrballsError):
-    """No connection, or the server is starting or stopping."""
-
-
-class UnauthenticatedError(FurrballsError):
-    """The server needs a bearer token and got none, or an unknown one."""
-
-
-class PermissionDeniedError(FurrballsError):
-    """A write with a read-only token."""
-
-
-_ERRORS: Dict[grpc.StatusCode, Type[FurrballsError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
-    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
-    grpc.StatusCode.ABORTED: AbortedError,
-    grpc.StatusCode.NOT_FOUND: NotFoundError,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
-    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
-    grpc.StatusCode.UNAVAILABLE: UnavailableError,
-    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
-}
-
-_CODES_BY_NUMBER: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
-
-
-def error_for(code: grpc.StatusCode, message: str, method: str = "") -> FurrballsError:
-    """The most specific FurrballsError for ``code``."""
-    return _ERRORS.get(code, FurrballsError)(code, message, method)
-
-
-def _error_from_number(number: int, message: str, method: str) -> FurrballsError:
-    code = _CODES_BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)
-    if code is grpc.StatusCode.UNKNOWN and number != code.value[0]:
-        message = f"status code {number} from server: {message}"
-    return error_for(code, message, method)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +107,7 @@ def _multi_get_answer(resp: pb.MultiGetResponse,
     if len(resp.results) != n:
         raise FurrballsError(grpc.StatusCode.INTERNAL,
                              f"{len(resp.results)} results for {n} keys", "MultiGet")
-    return [_entry(r) if r.code == 0 else _error_from_number(r.code, r.message, "MultiGet")
+    return [_entry(r) if r.code == 0 else error_from_number(r.code, r.message, "MultiGet")
             for r in resp.results]
 
 
@@ -179,7 +120,7 @@ def _multi_set_answer(resp: pb.MultiSetResponse, n: int) -> List[Union[int, Furr
     if len(resp.results) != n:
         raise FurrballsError(grpc.StatusCode.INTERNAL,
                              f"{len(resp.results)} results for {n} items", "MultiSet")
-    return [r.version if r.code == 0 else _error_from_number(r.code, r.message, "MultiSet")
+    return [r.version if r.code == 0 else error_from_number(r.code, r.message, "MultiSet")
             for r in resp.results]
 
 
@@ -216,7 +157,8 @@ class Client:
 
     ``target`` is "host:port" (or any gRPC target). ``timeout`` is the default
     deadline of each call in seconds; every method takes ``timeout=`` to
-    override it. ``credentials`` selects TLS (None means plaintext; see
+    override it (zero or less fails at once with DeadlineExceededError).
+    ``credentials`` selects TLS (None means plaintext; see
     tls_credentials()); ``tls_server_name`` is the name the server's
     certificate must carry when it is not the target's host (say, a pod IP
     target and a certificate for the Service's DNS names). ``token`` is sent
@@ -224,6 +166,14 @@ class Client:
     --auth_token_file. ``max_reconnect_backoff`` (seconds) caps gRPC's
     reconnection backoff (120 s by default in gRPC), so a restarted server is
     used again within about that long, as with the C++ client.
+
+    Automatic batching (furrballs_client/batcher.py): get, set, delete and
+    touch calls that threads make concurrently through one Client travel as
+    operations of Batch messages on ``batch_streams`` streams (default 1; 0
+    sends every call unary); while one message is in flight the next fills,
+    with no timer. A call that finds no other in flight goes unary, so a
+    lone caller pays nothing for it (``batch_lone_calls=True`` batches it
+    too). Results, errors and deadlines are those of the unary calls.
     """
 
     def __init__(self, target: str, timeout: float = 5.0,
@@ -231,7 +181,9 @@ class Client:
                  max_message_bytes: int = 16 << 20,
                  max_reconnect_backoff: float = 1.0,
                  token: Optional[str] = None,
-                 tls_server_name: Optional[str] = None) -> None:
+                 tls_server_name: Optional[str] = None,
+                 batch_streams: int = 1,
+                 batch_lone_calls: bool = False) -> None:
         backoff_ms = max(1, int(max_reconnect_backoff * 1000))
         options = [
             ("grpc.max_receive_message_length", max_message_bytes),
@@ -249,9 +201,16 @@ class Client:
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.target = target
         self.timeout = timeout
+        self._batcher = (Batcher(self._stub, self._metadata, batch_streams, batch_lone_calls)
+                         if batch_streams > 0 else None)
 
     def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()
         self._channel.close()
+        if self._batcher is not None:
+            # The channel's close cancelled what the half-close left open.
+            self._batcher.join(timeout=5.0)
 
     def __enter__(self) -> "Client":
         return self
@@ -268,13 +227,27 @@ class Client:
         except grpc.FutureTimeoutError:
             return False
 
+    def _timeout(self, method: str, timeout: Optional[float]) -> float:
+        """The call's timeout in seconds. Zero or less is already expired, as
+        in the C++ client: gRPC would sometimes still answer such a call."""
+        t = self.timeout if timeout is None else timeout
+        if t <= 0:
+            raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", method)
+        return t
+
     def _call(self, method: str, request, timeout: Optional[float]):
+        t = self._timeout(method, timeout)
         try:
-            return getattr(self._stub, method)(
-                request, timeout=self.timeout if timeout is None else timeout,
-                metadata=self._metadata)
+            return getattr(self._stub, method)(request, timeout=t, metadata=self._metadata)
         except grpc.RpcError as e:  # every RpcError raised by a call is a grpc.Call
             raise error_for(e.code(), e.details() or "", method) from None
+
+    def _single(self, method: str, field: str, request, timeout: Optional[float]):
+        """A get, set, delete or touch: unary, or batched (see the class)."""
+        if self._batcher is None:
+            return self._call(method, request, timeout)
+        return self._batcher.call(method, field, request, self._timeout(method, timeout),
+                                  lambda: self._call(method, request, timeout))
 
     # The asynchronous form of _call, for the cluster client's parallel
     # batches: _start sends, _finish waits and maps a failure like _call.
@@ -292,7 +265,7 @@ class Client:
 
     def get(self, key: Key, timeout: Optional[float] = None) -> Optional[Entry]:
         """The entry, or None on a miss."""
-        return _entry(self._call("Get", pb.GetRequest(key=_bytes(key)), timeout))
+        return _entry(self._single("Get", "get", pb.GetRequest(key=_bytes(key)), timeout))
 
     def set(self, key: Key, value: Value, ttl_ms: int = 0, if_absent: bool = False,
             if_version: Optional[int] = None, timeout: Optional[float] = None) -> int:
@@ -303,15 +276,17 @@ class Client:
         or NotFoundError when the key is absent).
         """
         req = _set_request(key, value, ttl_ms, if_absent, if_version)
-        return self._call("Set", req, timeout).version
+        return self._single("Set", "set", req, timeout).version
 
     def delete(self, key: Key, timeout: Optional[float] = None) -> bool:
         """True if a live entry was removed."""
-        return self._call("Delete", pb.DeleteRequest(key=_bytes(key)), timeout).deleted
+        return self._single("Delete", "delete", pb.DeleteRequest(key=_bytes(key)),
+                            timeout).deleted
 
     def touch(self, key: Key, ttl_ms: int, timeout: Optional[float] = None) -> None:
         """Resets a live key's TTL (0 removes it); NotFoundError if absent."""
-        self._call("Touch", pb.TouchRequest(key=_bytes(key), ttl_ms=ttl_ms), timeout)
+        self._single("Touch", "touch", pb.TouchRequest(key=_bytes(key), ttl_ms=ttl_ms),
+                     timeout)
 
     def multi_get(self, keys: Sequence[Key], timeout: Optional[float] = None
                   ) -> List[Union[Optional[Entry], FurrballsError]]:

@@ -165,7 +165,8 @@ class ClusterClient:
     every method takes ``timeout=``), ``credentials``, ``tls_server_name``
     (resolved endpoints are addresses; certificates usually name the
     Service's DNS names), ``token``, ``max_message_bytes``,
-    ``max_reconnect_backoff``. Cluster settings:
+    ``max_reconnect_backoff``, ``batch_streams`` (automatic batching, see
+    Client). Cluster settings:
       hash_seed: rendezvous seed, unsigned 64-bit; every client of a cluster
         (C++ ClusterOptions::hash_seed included) must use the same one.
       down_interval: seconds an endpoint that answered UNAVAILABLE is
@@ -185,12 +186,13 @@ class ClusterClient:
                  hash_seed: int = 0, down_interval: float = 1.0,
                  resolve_interval: float = 10.0, min_resolve_interval: float = 1.0,
                  family: int = socket.AF_UNSPEC,
-                 resolver: Optional[Resolver] = None) -> None:
+                 resolver: Optional[Resolver] = None,
+                 batch_streams: int = 1) -> None:
         self._new_client = lambda address: Client(
             address, timeout=timeout, credentials=credentials,
             max_message_bytes=max_message_bytes,
             max_reconnect_backoff=max_reconnect_backoff, token=token,
-            tls_server_name=tls_server_name)
+            tls_server_name=tls_server_name, batch_streams=batch_streams)
         self.hash_seed = hash_seed
         self.down_interval = down_interval
         self._resolve_interval = resolve_interval
