@@ -1,10 +1,14 @@
-// YCSB binding for Furrballs over gRPC (furrballs.v1.Cache Get/Set/Delete,
-// unary). One channel per YCSB thread, as the Redis and memcached bindings
-// hold one connection per thread.
+// YCSB binding for Furrballs over gRPC (furrballs.v1.Cache Get/Set/Delete).
+// By default the YCSB threads of the process share one channel, and their
+// concurrent operations coalesce into Batch messages (Batcher.java: flat
+// combining; a call alone in flight goes unary). furrballs.batch_streams=0
+// gives each thread its own channel and unary calls instead, as the Redis
+// and memcached bindings hold one connection per thread.
 //
 // Properties: furrballs.address (default 127.0.0.1:50051),
-// furrballs.timeout_ms (default 10000), and for a server with TLS or tokens
-// (docs/security.md):
+// furrballs.timeout_ms (default 10000), furrballs.batch_streams (Batch
+// streams of the shared channel, default 1; 0: no batching, a channel per
+// thread), and for a server with TLS or tokens (docs/security.md):
 //   furrballs.tls              true: TLS with the system's CAs (default false;
 //                              any furrballs.tls.* file implies TLS)
 //   furrballs.tls.ca_file      PEM CAs that may sign the server's certificate
@@ -19,6 +23,8 @@ import furrballs.v1.Furrballs.DeleteRequest;
 import furrballs.v1.Furrballs.DeleteResponse;
 import furrballs.v1.Furrballs.GetRequest;
 import furrballs.v1.Furrballs.GetResponse;
+import furrballs.v1.Furrballs.PipelineRequest;
+import furrballs.v1.Furrballs.PipelineResponse;
 import furrballs.v1.Furrballs.SetRequest;
 import furrballs.v1.Furrballs.SetResponse;
 import com.google.protobuf.ByteString;
@@ -47,6 +53,8 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.Vector;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import java.util.function.Supplier;
 import site.ycsb.ByteIterator;
 import site.ycsb.DB;
 import site.ycsb.DBException;
@@ -75,24 +83,82 @@ public final class FurrballsClient extends DB {
   private static final Metadata.Key<String> AUTHORIZATION =
       Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
 
-  private ManagedChannel channel;
-  // The channel, with the bearer token attached to every call when one is set.
-  private Channel calls;
+  // A channel, with the bearer token attached to every call when one is
+  // set, and with batching its Batcher.
+  private static final class Connection {
+    final ManagedChannel channel;
+    final Channel calls;
+    final Batcher batcher;  // null without batching
+    int users;  // of the shared connection; guarded by SHARED
+
+    Connection(ManagedChannel channel, Channel calls, int batchStreams) {
+      this.channel = channel;
+      this.calls = calls;
+      this.batcher = batchStreams > 0 ? new Batcher(calls, batchStreams) : null;
+    }
+
+    void close() {
+      if (batcher != null) {
+        batcher.close();
+      }
+      channel.shutdownNow();
+      try {
+        channel.awaitTermination(5, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  // The connection the threads share when batching, by its settings; each
+  // thread's init() takes a use and its cleanup() gives it back, and the
+  // last one closes it.
+  private static final Map<String, Connection> SHARED = new HashMap<>();
+
+  private Connection connection;
+  private String sharedKey;  // null for a connection of this thread's own
   private long timeoutMs;
 
   @Override
   public void init() throws DBException {
     Properties p = getProperties();
-    String address = p.getProperty("furrballs.address", "127.0.0.1:50051");
     timeoutMs = Long.parseLong(p.getProperty("furrballs.timeout_ms", "10000"));
+    if (timeoutMs <= 0) {
+      throw new DBException("furrballs.timeout_ms must be more than 0");
+    }
+    int batchStreams = Integer.parseInt(p.getProperty("furrballs.batch_streams", "1"));
+    if (batchStreams < 0) {
+      throw new DBException("furrballs.batch_streams must be 0 or more");
+    }
+    if (batchStreams == 0) {
+      connection = connect(p, 0);
+      return;
+    }
+    StringBuilder key = new StringBuilder();
+    p.stringPropertyNames().stream().filter(n -> n.startsWith("furrballs.")).sorted()
+        .forEach(n -> key.append(n).append('=').append(p.getProperty(n)).append('\n'));
+    sharedKey = key.toString();
+    synchronized (SHARED) {
+      connection = SHARED.get(sharedKey);
+      if (connection == null) {
+        connection = connect(p, batchStreams);
+        SHARED.put(sharedKey, connection);
+      }
+      connection.users++;
+    }
+  }
+
+  private static Connection connect(Properties p, int batchStreams) throws DBException {
+    String address = p.getProperty("furrballs.address", "127.0.0.1:50051");
     try {
-      channel = newChannel(address, p);
-      calls = channel;
+      ManagedChannel channel = newChannel(address, p);
+      Channel calls = channel;
       String tokenFile = p.getProperty("furrballs.token_file", "");
       if (!tokenFile.isEmpty()) {
         String token = Files.readAllLines(Paths.get(tokenFile), StandardCharsets.UTF_8)
             .stream().findFirst().orElse("").strip();
         if (token.isEmpty()) {
+          channel.shutdownNow();
           throw new DBException("furrballs.token_file " + tokenFile + " is empty");
         }
         Metadata headers = new Metadata();
@@ -100,6 +166,7 @@ public final class FurrballsClient extends DB {
         calls = ClientInterceptors.intercept(
             channel, MetadataUtils.newAttachHeadersInterceptor(headers));
       }
+      return new Connection(channel, calls, batchStreams);
     } catch (IOException e) {
       throw new DBException("furrballs: " + e.getMessage(), e);
     }
@@ -134,18 +201,33 @@ public final class FurrballsClient extends DB {
 
   @Override
   public void cleanup() throws DBException {
-    channel.shutdownNow();
-    try {
-      channel.awaitTermination(5, TimeUnit.SECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+    if (sharedKey == null) {
+      connection.close();
+      return;
     }
+    synchronized (SHARED) {
+      if (--connection.users > 0) {
+        return;
+      }
+      SHARED.remove(sharedKey);
+    }
+    connection.close();
   }
 
   private <Req, Resp> Resp call(MethodDescriptor<Req, Resp> method, Req request) {
     return ClientCalls.blockingUnaryCall(
-        calls, method,
+        connection.calls, method,
         CallOptions.DEFAULT.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS), request);
+  }
+
+  // A Get, Set or Delete: unary, or through the Batcher when batching.
+  private <Req, Resp> Resp single(MethodDescriptor<Req, Resp> method, Req request,
+                                  Supplier<PipelineRequest> op,
+                                  Function<PipelineResponse, Resp> fromBatch) {
+    if (connection.batcher == null) {
+      return call(method, request);
+    }
+    return connection.batcher.call(() -> call(method, request), op, fromBatch, timeoutMs);
   }
 
   private static ByteString key(String key) {
@@ -156,7 +238,9 @@ public final class FurrballsClient extends DB {
   public Status read(String table, String key, Set<String> fields,
                      Map<String, ByteIterator> result) {
     try {
-      GetResponse r = call(GET, GetRequest.newBuilder().setKey(key(key)).build());
+      GetRequest request = GetRequest.newBuilder().setKey(key(key)).build();
+      GetResponse r = single(GET, request,
+          () -> PipelineRequest.newBuilder().setGet(request).build(), PipelineResponse::getGet);
       if (!r.getFound()) {
         return Status.NOT_FOUND;
       }
@@ -175,10 +259,12 @@ public final class FurrballsClient extends DB {
   @Override
   public Status insert(String table, String key, Map<String, ByteIterator> values) {
     try {
-      call(SET, SetRequest.newBuilder()
+      SetRequest request = SetRequest.newBuilder()
           .setKey(key(key))
           .setValue(ByteString.copyFrom(RecordCodec.encode(values)))
-          .build());
+          .build();
+      single(SET, request,
+          () -> PipelineRequest.newBuilder().setSet(request).build(), PipelineResponse::getSet);
       return Status.OK;
     } catch (StatusRuntimeException e) {
       return Status.ERROR;
@@ -188,7 +274,10 @@ public final class FurrballsClient extends DB {
   @Override
   public Status delete(String table, String key) {
     try {
-      call(DELETE, DeleteRequest.newBuilder().setKey(key(key)).build());
+      DeleteRequest request = DeleteRequest.newBuilder().setKey(key(key)).build();
+      single(DELETE, request,
+          () -> PipelineRequest.newBuilder().setDelete(request).build(),
+          PipelineResponse::getDelete);
       return Status.OK;
     } catch (StatusRuntimeException e) {
       return Status.ERROR;

@@ -1,0 +1,271 @@
+// Automatic batching for the Furrballs YCSB binding: the operations that
+// YCSB's threads issue through one shared channel coalesce into Batch
+// messages on a small pool of streams, flat-combining style, with the
+// protocol of the C++ client's clients/cpp/batcher.h.
+//
+// Thread safety: thread-safe; call() may run on any number of threads.
+//
+// Routing: a call that finds no other call of this Batcher in flight goes
+// unary (a blocking unary call runs on the caller's thread, the cheapest
+// path for a lone caller); otherwise it becomes an operation of a Batch
+// message. So a lone caller is not delayed, and there is no timer.
+//
+// Protocol, per stream (state under its lock): an operation joins the
+// filling batch; if no batch of the stream awaits its answer, the caller
+// sends the filling batch at once, otherwise the thread that delivers the
+// answer to the batch in flight sends it (while one batch is in flight the
+// next fills). Sends go through sendLock, since a gRPC StreamObserver must
+// not be called from two threads at once. Every caller waits for its own
+// operation until its own deadline (DEADLINE_EXCEEDED then, as a unary call
+// would; a later answer is dropped). When the stream ends, every operation
+// still waiting fails with its status (UNAVAILABLE if it ended OK), and the
+// next call on that slot opens a new stream.
+package dev.furrballs.ycsb;
+
+import furrballs.v1.Furrballs.BatchRequest;
+import furrballs.v1.Furrballs.BatchResponse;
+import furrballs.v1.Furrballs.PipelineRequest;
+import furrballs.v1.Furrballs.PipelineResponse;
+import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.MethodDescriptor;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.protobuf.ProtoUtils;
+import io.grpc.stub.ClientCalls;
+import io.grpc.stub.StreamObserver;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+import java.util.function.Supplier;
+
+final class Batcher {
+  private static final MethodDescriptor<BatchRequest, BatchResponse> BATCH =
+      MethodDescriptor.<BatchRequest, BatchResponse>newBuilder()
+          .setType(MethodDescriptor.MethodType.BIDI_STREAMING)
+          .setFullMethodName(MethodDescriptor.generateFullMethodName("furrballs.v1.Cache", "Batch"))
+          .setRequestMarshaller(ProtoUtils.marshaller(BatchRequest.getDefaultInstance()))
+          .setResponseMarshaller(ProtoUtils.marshaller(BatchResponse.getDefaultInstance()))
+          .build();
+
+  // Below the server's --max_batch_ops (4096 by default).
+  private static final int MAX_OPS = 1024;
+
+  private final Channel channel;
+  private final Stream[] slots;
+  private final AtomicInteger nextSlot = new AtomicInteger();
+  private final AtomicInteger inFlight = new AtomicInteger();
+
+  Batcher(Channel channel, int streams) {
+    this.channel = channel;
+    this.slots = new Stream[Math.max(1, streams)];
+  }
+
+  // The answer: `unary` if no other call is in flight, else `op` sent in a
+  // Batch message and its answer converted by `fromBatch`. Throws
+  // StatusRuntimeException on failure, as a unary call does.
+  // REQUIRES: timeoutMs > 0.
+  <T> T call(Supplier<T> unary, Supplier<PipelineRequest> op,
+             Function<PipelineResponse, T> fromBatch, long timeoutMs) {
+    boolean alone = inFlight.getAndIncrement() == 0;
+    try {
+      return alone ? unary.get() : fromBatch.apply(run(op.get(), timeoutMs));
+    } finally {
+      inFlight.decrementAndGet();
+    }
+  }
+
+  void close() {
+    synchronized (slots) {
+      for (Stream s : slots) {
+        if (s != null) {
+          s.close();
+        }
+      }
+    }
+  }
+
+  private PipelineResponse run(PipelineRequest op, long timeoutMs) {
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+    Pending p = new Pending(op);
+    int slot = Math.floorMod(nextSlot.getAndIncrement(), slots.length);
+    // A stream can end between being picked and taking the op; the second
+    // try gets a new one.
+    if (!stream(slot).submit(p, deadline) && !stream(slot).submit(p, deadline)) {
+      throw Status.UNAVAILABLE.withDescription("Batch stream could not be opened")
+          .asRuntimeException();
+    }
+    try {
+      return p.result.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+    } catch (TimeoutException e) {
+      throw Status.DEADLINE_EXCEEDED.withDescription("Deadline Exceeded").asRuntimeException();
+    } catch (ExecutionException e) {
+      throw (StatusRuntimeException) e.getCause();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw Status.CANCELLED.withDescription("interrupted").asRuntimeException();
+    }
+  }
+
+  private Stream stream(int slot) {
+    synchronized (slots) {
+      Stream s = slots[slot];
+      if (s == null || s.dead()) {
+        s = new Stream();
+        slots[slot] = s;
+      }
+      return s;
+    }
+  }
+
+  private static final class Pending {
+    final PipelineRequest op;
+    final CompletableFuture<PipelineResponse> result = new CompletableFuture<>();
+
+    Pending(PipelineRequest op) {
+      this.op = op;
+    }
+
+    void fail(Status status) {
+      result.completeExceptionally(status.asRuntimeException());
+    }
+  }
+
+  private final class Stream implements StreamObserver<BatchResponse> {
+    private final Object lock = new Object();
+    private final Object sendLock = new Object();
+    private final StreamObserver<BatchRequest> requests;
+    // Guarded by lock.
+    private List<Pending> filling = new ArrayList<>();
+    private long fillingDeadline;  // System.nanoTime(); latest of filling
+    private List<Pending> awaiting;  // the batch in flight, or null
+    private long awaitingId;
+    private long nextId = 1;
+    private boolean dead;
+
+    Stream() {
+      requests = ClientCalls.asyncBidiStreamingCall(channel.newCall(BATCH, CallOptions.DEFAULT),
+                                                    this);
+    }
+
+    boolean dead() {
+      synchronized (lock) {
+        return dead;
+      }
+    }
+
+    boolean submit(Pending p, long deadline) {
+      BatchRequest request;
+      synchronized (lock) {
+        if (dead) {
+          return false;
+        }
+        if (filling.isEmpty() || deadline - fillingDeadline > 0) {
+          fillingDeadline = deadline;
+        }
+        filling.add(p);
+        request = takeLocked();
+      }
+      send(request);
+      return true;
+    }
+
+    void close() {
+      synchronized (sendLock) {
+        requests.onCompleted();
+      }
+    }
+
+    // The next message to send, if one may go now. REQUIRES: lock held.
+    private BatchRequest takeLocked() {
+      if (awaiting != null || filling.isEmpty() || dead) {
+        return null;
+      }
+      int n = Math.min(filling.size(), MAX_OPS);
+      List<Pending> batch = new ArrayList<>(filling.subList(0, n));
+      filling.subList(0, n).clear();
+      long leftMs = TimeUnit.NANOSECONDS.toMillis(fillingDeadline - System.nanoTime()) + 1;
+      BatchRequest.Builder b = BatchRequest.newBuilder()
+          .setId(nextId).setTimeoutMs(Math.max(1, leftMs));
+      for (Pending p : batch) {
+        b.addOps(p.op);
+      }
+      awaiting = batch;
+      awaitingId = nextId++;
+      return b.build();
+    }
+
+    // Only the taker of a batch sends it, and the next is taken only after
+    // this one's answer, so sends keep their order.
+    private void send(BatchRequest request) {
+      if (request == null) {
+        return;
+      }
+      synchronized (sendLock) {
+        requests.onNext(request);
+      }
+    }
+
+    @Override
+    public void onNext(BatchResponse response) {
+      List<Pending> batch = null;
+      BatchRequest next;
+      synchronized (lock) {
+        if (awaiting != null && response.getId() == awaitingId) {
+          batch = awaiting;
+          awaiting = null;
+        }
+        next = takeLocked();
+      }
+      send(next);
+      if (batch == null) {
+        return;  // an id we never sent: nobody to give it to
+      }
+      for (int i = 0; i < batch.size(); i++) {
+        Pending p = batch.get(i);
+        if (response.getCode() != 0) {
+          p.fail(Status.fromCodeValue(response.getCode()).withDescription(response.getMessage()));
+        } else if (i >= response.getResultsCount()) {
+          p.fail(Status.INTERNAL.withDescription("the server answered "
+              + response.getResultsCount() + " of " + batch.size() + " operations"));
+        } else if (response.getResults(i).getCode() != 0) {
+          PipelineResponse r = response.getResults(i);
+          p.fail(Status.fromCodeValue(r.getCode()).withDescription(r.getMessage()));
+        } else {
+          p.result.complete(response.getResults(i));
+        }
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      end(Status.fromThrowable(t));
+    }
+
+    @Override
+    public void onCompleted() {
+      end(Status.UNAVAILABLE.withDescription("Batch stream ended before this operation's answer"));
+    }
+
+    private void end(Status status) {
+      List<Pending> orphans = new ArrayList<>();
+      synchronized (lock) {
+        dead = true;
+        if (awaiting != null) {
+          orphans.addAll(awaiting);
+        }
+        orphans.addAll(filling);
+        awaiting = null;
+        filling = new ArrayList<>();
+      }
+      for (Pending p : orphans) {
+        p.fail(status);
+      }
+    }
+  }
+}
