@@ -238,12 +238,13 @@ Client::~Client() {
   batcher_.reset();  // closes its streams, on this (the user's) thread
 }
 
-Client::Path Client::Route(const CallOptions& call) {
+Client::Path Client::Route(const CallOptions& call, bool synchronous) {
   if (batcher_ == nullptr || call.wait_for_ready) return Path::kUnary;
   const size_t others =
       batchable_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  return others == 0 && !options_.batch_lone_calls ? Path::kLoneUnary
-                                                   : Path::kBatched;
+  return synchronous && others == 0 && !options_.batch_lone_calls
+             ? Path::kLoneUnary
+             : Path::kBatched;
 }
 
 void Client::Leave(Path path) {
@@ -255,7 +256,7 @@ void Client::Leave(Path path) {
 class Client::Routed {
  public:
   Routed(Client* client, const CallOptions& call)
-      : client_(client), path_(client->Route(call)) {}
+      : client_(client), path_(client->Route(call, /*synchronous=*/true)) {}
   ~Routed() { client_->Leave(path_); }
   Routed(const Routed&) = delete;
   Routed& operator=(const Routed&) = delete;
@@ -460,7 +461,7 @@ absl::StatusOr<std::vector<NodeStats>> Client::Stats(const CallOptions& call) {
 
 void Client::GetAsync(absl::string_view key, GetCallback done,
                       const CallOptions& call) {
-  const Path path = Route(call);
+  const Path path = Route(call, /*synchronous=*/false);
   if (path == Path::kBatched) {
     return SubmitBatched(GetOp(key), call,
                          [done = std::move(done)](OpResult r) {
@@ -483,7 +484,7 @@ void Client::GetAsync(absl::string_view key, GetCallback done,
 void Client::SetAsync(absl::string_view key, absl::string_view value,
                       const SetOptions& options, SetCallback done,
                       const CallOptions& call) {
-  const Path path = Route(call);
+  const Path path = Route(call, /*synchronous=*/false);
   if (path == Path::kBatched) {
     return SubmitBatched(SetOp(key, value, options), call,
                          [done = std::move(done)](OpResult r) {
@@ -507,7 +508,7 @@ void Client::SetAsync(absl::string_view key, absl::string_view value,
 
 void Client::DeleteAsync(absl::string_view key, DeleteCallback done,
                          const CallOptions& call) {
-  const Path path = Route(call);
+  const Path path = Route(call, /*synchronous=*/false);
   if (path == Path::kBatched) {
     return SubmitBatched(DeleteOp(key), call,
                          [done = std::move(done)](OpResult r) {
@@ -531,7 +532,7 @@ void Client::DeleteAsync(absl::string_view key, DeleteCallback done,
 
 void Client::TouchAsync(absl::string_view key, uint64_t ttl_ms,
                         TouchCallback done, const CallOptions& call) {
-  const Path path = Route(call);
+  const Path path = Route(call, /*synchronous=*/false);
   if (path == Path::kBatched) {
     return SubmitBatched(TouchOp(key, ttl_ms), call,
                          [done = std::move(done)](OpResult r) {
