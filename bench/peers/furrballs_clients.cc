@@ -26,12 +26,13 @@ using ::furrballs::client::Entry;
 // failed operations.
 constexpr std::chrono::milliseconds kTimeout{10000};
 
-// Each of these clients measures one transport, so the client's automatic
-// batching (on by default) is off: unary calls stay unary.
-ClientOptions Options() {
+// The client's options: with `batching`, its defaults (automatic batching
+// on); without, every Get and Set a unary call, so that each of the other
+// clients measures its one transport.
+ClientOptions Options(bool batching = false) {
   ClientOptions options;
   options.default_timeout = kTimeout;
-  options.batch_streams = 0;
+  if (!batching) options.batch_streams = 0;
   return options;
 }
 
@@ -75,11 +76,15 @@ absl::StatusOr<ServerCounts> CountsOf(Client& client) {
   return counts;
 }
 
-// Unary Get/Set. A batch of one is a synchronous call; a larger batch starts
-// every call asynchronously and waits for all callbacks.
-class UnaryClient : public PeerClient {
+// Get/Set through the client as an application calls it: a batch of one is
+// a synchronous call; a larger batch starts every call asynchronously and
+// waits for all callbacks. Unary calls (furrballs), or with the client's
+// automatic batching (furrballs_batched: a batch of 16 is 16 concurrent
+// callers of one client, whose calls share Batch messages).
+class SingleOpClient : public PeerClient {
  public:
-  explicit UnaryClient(const std::string& address) : client_(address, Options()) {}
+  SingleOpClient(const std::string& address, bool batching)
+      : client_(address, Options(batching)) {}
 
   absl::Status Init() { return Connect(client_); }
 
@@ -224,9 +229,10 @@ class MultiClient : public PeerClient {
   std::vector<client::SetItem> set_items_;
 };
 
-template <typename T>
-absl::StatusOr<std::unique_ptr<PeerClient>> Make(const std::string& address) {
-  auto client = std::make_unique<T>(address);
+template <typename T, typename... Args>
+absl::StatusOr<std::unique_ptr<PeerClient>> Make(const std::string& address,
+                                                 Args... args) {
+  auto client = std::make_unique<T>(address, args...);
   if (absl::Status s = client->Init(); !s.ok()) return s;
   return std::unique_ptr<PeerClient>(std::move(client));
 }
@@ -235,7 +241,12 @@ absl::StatusOr<std::unique_ptr<PeerClient>> Make(const std::string& address) {
 
 absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsUnaryClient(
     const std::string& address) {
-  return Make<UnaryClient>(address);
+  return Make<SingleOpClient>(address, /*batching=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsBatchedClient(
+    const std::string& address) {
+  return Make<SingleOpClient>(address, /*batching=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsPipelineClient(

@@ -17,14 +17,15 @@ uint64_t NowNs() {
 
 const std::vector<std::string>& PeerBackendNames() {
   static const auto* const kNames = new std::vector<std::string>{
-      "furrballs", "furrballs_pipeline", "furrballs_multi", "redis",
-      "memcached"};
+      "furrballs",       "furrballs_batched", "furrballs_pipeline",
+      "furrballs_multi", "redis",             "memcached"};
   return *kNames;
 }
 
 absl::StatusOr<std::unique_ptr<PeerClient>> MakePeerClient(
     const std::string& backend, const std::string& address) {
   if (backend == "furrballs") return MakeFurrballsUnaryClient(address);
+  if (backend == "furrballs_batched") return MakeFurrballsBatchedClient(address);
   if (backend == "furrballs_pipeline") return MakeFurrballsPipelineClient(address);
   if (backend == "furrballs_multi") return MakeFurrballsMultiClient(address);
   if (backend == "redis") return MakeRedisClient(address);

@@ -10,6 +10,10 @@
 // answered. A batch of one is a plain request/response; a batch of 16 is
 // pipelining depth 16:
 // - furrballs:           unary RPCs, all 16 started asynchronously.
+// - furrballs_batched:   the same calls through the client's automatic
+//                        batching: 16 concurrent callers of one client, whose
+//                        calls share Batch messages (a lone synchronous call
+//                        at depth 1 goes unary).
 // - furrballs_pipeline:  the bidirectional Pipeline stream, 16 in flight.
 // - furrballs_multi:     one MultiGet for the batch's reads and one MultiSet
 //                        for its writes, both in flight together.
@@ -84,6 +88,8 @@ absl::StatusOr<std::unique_ptr<PeerClient>> MakePeerClient(
 
 // Each backend's factory (peer_client.cc dispatches on the name).
 absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsUnaryClient(
+    const std::string& address);
+absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsBatchedClient(
     const std::string& address);
 absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsPipelineClient(
     const std::string& address);

@@ -60,7 +60,13 @@ MODES = {
 }
 
 SYSTEMS = ["furrballs", "redis", "memcached"]
-FURRBALLS_BACKENDS = ["furrballs", "furrballs_pipeline", "furrballs_multi"]
+# The first two also run the depth-1 cells; furrballs_batched's depth-1 call
+# is furrballs' (a lone synchronous call goes unary).
+FURRBALLS_BACKENDS = ["furrballs", "furrballs_pipeline", "furrballs_multi",
+                      "furrballs_batched"]
+# Column prefixes of each Furrballs client in the report's ratio table.
+BACKEND_ABBREVIATIONS = {"furrballs": "FB", "furrballs_pipeline": "FBp",
+                         "furrballs_multi": "FBm", "furrballs_batched": "FBb"}
 # The redis-benchmark check passes when the driver's throughput is within this
 # fraction of redis-benchmark's, at every depth and command.
 VALIDATION_TOLERANCE = 0.25
@@ -341,10 +347,10 @@ def make_plots(out_dir, driver, rss, ycsb, ghz):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    backends = ["furrballs", "furrballs_pipeline", "furrballs_multi", "redis", "memcached"]
+    backends = FURRBALLS_BACKENDS + ["redis", "memcached"]
     colors = {"furrballs": "#1f77b4", "furrballs_pipeline": "#6baed6",
-              "furrballs_multi": "#c6dbef", "redis": "#d62728", "memcached": "#2ca02c",
-              "empty": "#7f7f7f"}
+              "furrballs_multi": "#c6dbef", "furrballs_batched": "#08306b",
+              "redis": "#d62728", "memcached": "#2ca02c", "empty": "#7f7f7f"}
     values = sorted({r["value_bytes"] for r in driver})
     cells = []
     for r in driver:
@@ -456,7 +462,7 @@ def write_summary(out_dir, driver, ycsb, ghz, ops_of, command):
         c, v = cell_name(r), r["value_bytes"]
         rd, mc = ops_of("redis", c, v), ops_of("memcached", c, v)
         # Furrballs' best client for the cell: at depth 1 unary or Pipeline, at
-        # depth 16 also MultiGet/MultiSet.
+        # depth 16 also MultiGet/MultiSet and the automatically batched client.
         fb, client = max((ops_of(b, c, v) or 0, b) for b in FURRBALLS_BACKENDS)
         S.append("| %d B | %s | %s | %d | %.0f | %.0f | %.0f (%s) | %s | %s |" % (
             v, r["workload"], r["distribution"], r["depth"], rd, mc, fb, client,
@@ -603,7 +609,9 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
              % (cfg["threads"], cfg["records"], cfg["seconds"], cfg["warmup"]))
     L.append("- Furrballs clients: `furrballs` = unary Get/Set (async calls at depth 16), "
              "`furrballs_pipeline` = the Pipeline stream, `furrballs_multi` = MultiGet + "
-             "MultiSet per batch (depth 16 only).")
+             "MultiSet per batch (depth 16 only), `furrballs_batched` = the same calls "
+             "as `furrballs` through the client's automatic batching (depth 16 only: 16 "
+             "concurrent callers of one client share Batch messages).")
     L.append("- YCSB 0.17.0 core with the bindings in bench/ycsb: %d records of 10 x 100 B "
              "fields, %d operations per workload (capped at %d s), threadcount 4, records "
              "written whole, the same properties for every system." %
@@ -625,10 +633,10 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
     L.append("Ratios are Furrballs' ops/s over the peer's; above 1 Furrballs is faster. "
              "Every cell is listed, whichever way it falls.")
     L.append("")
-    L.append("| value | cell | redis | memcached | furrballs | FB/Redis | FB/memcached "
-             "| furrballs_pipeline | FBp/Redis | FBp/memcached | furrballs_multi | FBm/Redis "
-             "| FBm/memcached |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| value | cell | redis | memcached | " + " | ".join(
+        "%s | %s/Redis | %s/memcached" % (b, BACKEND_ABBREVIATIONS[b], BACKEND_ABBREVIATIONS[b])
+        for b in FURRBALLS_BACKENDS) + " |")
+    L.append("|---|---|---|---|" + "---|---|---|" * len(FURRBALLS_BACKENDS))
     for v in sorted({r["value_bytes"] for r in driver}):
         for c in cells:
             rd, mc = ops_of("redis", c, v), ops_of("memcached", c, v)
