@@ -237,25 +237,17 @@ Batcher::Batcher(v1::Cache::Stub* stub, Options options)
   slots_.assign(slot_count_, nullptr);
 }
 
-// An operation with a deadline kept by the watcher: whoever settles it first
+// An operation with a deadline kept by the watcher: whoever claims it first
 // (its answer, or the watcher at the deadline) calls `done`.
 struct Batcher::Watched {
-  std::chrono::system_clock::time_point deadline;
-  std::atomic<bool> settled{false};
   Callback done;
+  // Its entry in watched_ while `watched` (both guarded by watch_mu_).
+  WatchSet::iterator where;
+  bool watched = false;
+  std::atomic<bool> claimed{false};
 
-  void Settle(absl::StatusOr<v1::PipelineResponse> result) {
-    if (!settled.exchange(true, std::memory_order_acq_rel)) {
-      done(std::move(result));
-      done = nullptr;
-    }
-  }
+  bool Claim() { return !claimed.exchange(true, std::memory_order_acq_rel); }
 };
-
-bool Batcher::Later::operator()(const std::shared_ptr<Watched>& a,
-                                const std::shared_ptr<Watched>& b) const {
-  return a->deadline > b->deadline;
-}
 
 Batcher::~Batcher() {
   std::vector<std::unique_ptr<BatchStream>> streams;
@@ -275,17 +267,32 @@ void Batcher::SubmitWithDeadline(v1::PipelineRequest op,
                                  std::chrono::system_clock::time_point deadline,
                                  Callback done) {
   auto watched = std::make_shared<Watched>();
-  watched->deadline = deadline;
   watched->done = std::move(done);
   {
     absl::MutexLock lock(&watch_mu_);
-    watched_.push(watched);
+    watched->where = watched_.emplace(deadline, watched);
+    watched->watched = true;
     if (!watcher_.joinable()) watcher_ = std::thread([this] { WatchLoop(); });
   }
   Submit(std::move(op), deadline,
-         [watched](absl::StatusOr<v1::PipelineResponse> r) {
-           watched->Settle(std::move(r));
+         [this, watched](absl::StatusOr<v1::PipelineResponse> r) {
+           if (!watched->Claim()) return;  // the watcher failed it already
+           Unwatch(*watched);
+           watched->done(std::move(r));
+           watched->done = nullptr;
          });
+}
+
+size_t Batcher::deadlines_watched() const {
+  absl::MutexLock lock(&watch_mu_);
+  return watched_.size();
+}
+
+void Batcher::Unwatch(Watched& w) {
+  absl::MutexLock lock(&watch_mu_);
+  if (!w.watched) return;
+  watched_.erase(w.where);
+  w.watched = false;
 }
 
 void Batcher::WatchLoop() {
@@ -299,25 +306,29 @@ void Batcher::WatchLoop() {
           this));
       continue;
     }
-    const auto next = watched_.top()->deadline;
+    const auto next = watched_.begin()->first;
     if (std::chrono::system_clock::now() < next) {
-      // Wakes at the earliest deadline, or when an earlier one is pushed.
-      std::pair<Batcher*, const Watched*> state(this, watched_.top().get());
+      watch_until_ = next;
       watch_mu_.AwaitWithDeadline(
           absl::Condition(
-              +[](std::pair<Batcher*, const Watched*>* s)
-                   ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                     return s->first->watch_stop_ ||
-                            s->first->watched_.top().get() != s->second;
-                   },
-              &state),
+              +[](Batcher* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->watch_mu_) {
+                return b->watch_stop_ ||
+                       (!b->watched_.empty() &&
+                        b->watched_.begin()->first < b->watch_until_);
+              },
+              this),
           absl::FromChrono(next));
+      watch_until_ = std::chrono::system_clock::time_point::max();
       continue;
     }
-    std::shared_ptr<Watched> expired = watched_.top();
-    watched_.pop();
+    std::shared_ptr<Watched> expired = std::move(watched_.begin()->second);
+    watched_.erase(watched_.begin());
+    expired->watched = false;
     watch_mu_.Unlock();
-    expired->Settle(absl::DeadlineExceededError("Deadline Exceeded"));
+    if (expired->Claim()) {
+      expired->done(absl::DeadlineExceededError("Deadline Exceeded"));
+      expired->done = nullptr;
+    }
     watch_mu_.Lock();
   }
 }

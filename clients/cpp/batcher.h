@@ -33,8 +33,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
-#include <queue>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,18 +82,24 @@ class Batcher {
   // answer came by then (a later answer is dropped), as an asynchronous
   // unary call would. A watcher thread, started on first use, keeps the
   // deadlines; it only fails calls, so it adds no latency to any answer.
+  // An operation leaves the watcher's set when it is answered, so the set
+  // holds only operations in flight.
   void SubmitWithDeadline(::furrballs::v1::PipelineRequest op,
                           std::chrono::system_clock::time_point deadline,
                           Callback done);
 
+  // Operations of SubmitWithDeadline not yet answered nor expired.
+  size_t deadlines_watched() const;
+
  private:
   struct Watched;
-  struct Later {
-    bool operator()(const std::shared_ptr<Watched>& a,
-                    const std::shared_ptr<Watched>& b) const;
-  };
+  using WatchSet =
+      std::multimap<std::chrono::system_clock::time_point,
+                    std::shared_ptr<Watched>>;
 
   void WatchLoop();
+  // Removes `w` from watched_ if it is there.
+  void Unwatch(Watched& w);
 
   // The stream of slot `i`, opened if there is none or it has ended.
   BatchStream* StreamFor(size_t slot);
@@ -103,10 +109,14 @@ class Batcher {
   const size_t slot_count_;
   std::atomic<size_t> next_slot_{0};
 
-  absl::Mutex watch_mu_;
-  std::priority_queue<std::shared_ptr<Watched>,
-                      std::vector<std::shared_ptr<Watched>>, Later>
-      watched_ ABSL_GUARDED_BY(watch_mu_);
+  mutable absl::Mutex watch_mu_;
+  WatchSet watched_ ABSL_GUARDED_BY(watch_mu_);
+  // The deadline the watcher sleeps until (max while it is not sleeping on
+  // one): an insertion earlier than it wakes the watcher, while answered
+  // operations leaving the set do not (that would be a wake-up per answer;
+  // the watcher wakes at its old deadline instead and finds nothing due).
+  std::chrono::system_clock::time_point watch_until_ ABSL_GUARDED_BY(
+      watch_mu_) = std::chrono::system_clock::time_point::max();
   bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
   std::thread watcher_;  // started under watch_mu_, joined by the destructor
 
