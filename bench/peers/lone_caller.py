@@ -52,7 +52,7 @@ def main():
                             "--ops=%d" % args.ops, "--keys=%d" % KEYS,
                             "--value_size=%d" % VALUE_BYTES,
                             "--get_ratio=%g" % args.get_ratio,
-                            "--concurrency=1"], log)
+                            "--concurrency=1", "--timeout_ms=10000"], log)
                 p50 = float(re.search(r"p50 ([0-9.]+) us", text).group(1))
                 tput = float(re.search(r"= ([0-9]+) ops/s", text).group(1))
                 row = {"round": rnd, "batch_streams": streams, "p50_us": p50,
