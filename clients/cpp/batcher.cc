@@ -53,11 +53,6 @@ class BatchStream final
     return true;
   }
 
-  bool dead() const {
-    absl::MutexLock lock(&mu_);
-    return finished_ || broken_;
-  }
-
   // Half-closes the stream once what was submitted is written, and waits
   // until it has ended.
   void Close() {
@@ -212,7 +207,7 @@ class BatchStream final
   v1::BatchResponse incoming_;  // only touched by the read chain
   absl::Notification done_;     // OnDone has finished with the stream
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   v1::BatchRequest filling_ ABSL_GUARDED_BY(mu_);
   std::vector<Batcher::Callback> filling_done_ ABSL_GUARDED_BY(mu_);
   std::chrono::system_clock::time_point filling_deadline_ ABSL_GUARDED_BY(
@@ -232,10 +227,8 @@ class BatchStream final
 Batcher::Batcher(v1::Cache::Stub* stub, Options options)
     : stub_(stub),
       options_(std::move(options)),
-      slot_count_(static_cast<size_t>(std::max(1, options_.streams))) {
-  absl::MutexLock lock(&mu_);
-  slots_.assign(slot_count_, nullptr);
-}
+      slot_count_(static_cast<size_t>(std::max(1, options_.streams))),
+      slots_(slot_count_) {}
 
 // An operation with a deadline kept by the watcher: whoever claims it first
 // (its answer, or the watcher at the deadline) calls `done`.
@@ -333,14 +326,14 @@ void Batcher::WatchLoop() {
   }
 }
 
-BatchStream* Batcher::StreamFor(size_t slot) {
+BatchStream* Batcher::OpenStream(size_t slot, BatchStream* seen) {
   absl::MutexLock lock(&mu_);
-  BatchStream*& s = slots_[slot];
-  if (s == nullptr || s->dead()) {
-    streams_.push_back(std::make_unique<BatchStream>(stub_, options_));
-    s = streams_.back().get();
-  }
-  return s;
+  BatchStream* current = slots_[slot].load(std::memory_order_relaxed);
+  if (current != seen) return current;
+  streams_.push_back(std::make_unique<BatchStream>(stub_, options_));
+  current = streams_.back().get();
+  slots_[slot].store(current, std::memory_order_release);
+  return current;
 }
 
 void Batcher::Submit(v1::PipelineRequest op,
@@ -348,10 +341,14 @@ void Batcher::Submit(v1::PipelineRequest op,
                      Callback done) {
   const size_t slot =
       next_slot_.fetch_add(1, std::memory_order_relaxed) % slot_count_;
-  // A stream can end between being picked and taking the op; the second
-  // try gets a new one, and if that too has ended the op fails with why.
+  BatchStream* s = slots_[slot].load(std::memory_order_acquire);
+  if (s != nullptr && s->Submit(op, deadline, done)) return;
+  // No stream yet, or it has ended: open one. A new stream can end before
+  // it takes the op; the second gets a try too, and if that has ended as
+  // well the op fails with why.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (StreamFor(slot)->Submit(op, deadline, done)) return;
+    s = OpenStream(slot, s);
+    if (s->Submit(op, deadline, done)) return;
   }
   done(absl::UnavailableError("Batch stream could not be opened"));
 }

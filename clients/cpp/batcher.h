@@ -101,8 +101,9 @@ class Batcher {
   // Removes `w` from watched_ if it is there.
   void Unwatch(Watched& w);
 
-  // The stream of slot `i`, opened if there is none or it has ended.
-  BatchStream* StreamFor(size_t slot);
+  // A new stream for slot `slot` if the slot still holds `seen` (null, or a
+  // stream that has ended), else the stream another thread put there.
+  BatchStream* OpenStream(size_t slot, BatchStream* seen);
 
   ::furrballs::v1::Cache::Stub* const stub_;
   const Options options_;
@@ -120,8 +121,12 @@ class Batcher {
   bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
   std::thread watcher_;  // started under watch_mu_, joined by the destructor
 
+  // Each slot's current stream, read without a lock on every Submit and
+  // replaced under mu_ (OpenStream): the release store there pairs with
+  // Submit's acquire load, so a stream seen is fully constructed, and no
+  // stream is freed before the Batcher (streams_ keeps them all).
+  std::vector<std::atomic<BatchStream*>> slots_;
   absl::Mutex mu_;
-  std::vector<BatchStream*> slots_ ABSL_GUARDED_BY(mu_);
   // Every stream ever opened, live or dead, destroyed with the Batcher.
   std::vector<std::unique_ptr<BatchStream>> streams_ ABSL_GUARDED_BY(mu_);
 };

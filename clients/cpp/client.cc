@@ -233,7 +233,10 @@ Client::~Client() {
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
-        +[](size_t* n) { return *n == 0; }, &async_in_flight_));
+        +[](std::atomic<size_t>* n) {
+          return n->load(std::memory_order_acquire) == 0;
+        },
+        &async_in_flight_));
   }
   batcher_.reset();  // closes its streams, on this (the user's) thread
 }
@@ -326,13 +329,20 @@ void Client::SubmitBatched(v1::PipelineRequest op, const CallOptions& call,
 }
 
 void Client::BeginAsync() {
-  absl::MutexLock lock(&mu_);
-  ++async_in_flight_;
+  async_in_flight_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Client::EndAsync() {
+  size_t n = async_in_flight_.load(std::memory_order_relaxed);
+  while (n > 1) {
+    if (async_in_flight_.compare_exchange_weak(n, n - 1,
+                                               std::memory_order_acq_rel,
+                                               std::memory_order_relaxed)) {
+      return;
+    }
+  }
   absl::MutexLock lock(&mu_);
-  --async_in_flight_;
+  async_in_flight_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void Client::Prepare(grpc::ClientContext* ctx, const CallOptions& call) const {

@@ -334,8 +334,14 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<::furrballs::v1::Cache::Stub> stub_;
 
+  // Asynchronous calls whose callback has not returned. Counted without
+  // mu_, except the step to zero, which is made under mu_ so that the
+  // destructor (waiting under mu_ for zero) wakes, and cannot return before
+  // that last callback has let go of mu_. Acquire-release decrements chain
+  // every callback's effects to the last one, and through mu_ to the
+  // destructor.
   absl::Mutex mu_;
-  size_t async_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<size_t> async_in_flight_{0};
   // Batchable calls in flight (see Route). Relaxed: the count only picks a
   // path, and a stale view sends one call the other way, correct either way.
   std::atomic<size_t> batchable_in_flight_{0};
