@@ -48,8 +48,8 @@ ABSL_FLAG(uint64_t, expected_item_bytes,
           "items fill the key table first, larger ones the value pages.");
 ABSL_FLAG(uint64_t, page_kb, furrballs::FurrBallOptions{}.page_size_bytes >> 10,
           "Page size in KiB (the unit of placement, compaction and spill); 0 "
-          "= chosen from the budget: 2048, smaller for small budgets, never "
-          "smaller than a page that holds --max_value_bytes.");
+          "= chosen from the budget: 2048, smaller for small budgets (at "
+          "least 64); values over an eighth of a page are stored in chunks.");
 ABSL_FLAG(int, nodes, 0,
           "NUMA nodes to serve on. 0 = every node this process may use.");
 ABSL_FLAG(int, simulate_nodes, 0,

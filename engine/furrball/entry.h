@@ -16,7 +16,13 @@
 //
 // The payload is the key and its value (issue 13, goal 5):
 //
-//   u16 key size | key bytes | value bytes
+//   u16 kind << 14 | key size | key bytes | value bytes
+//
+// The top two bits of the key-size field say what the entry holds
+// (EntryKind): a client's value, the head of a value stored in chunks, or
+// one chunk under an internal key (chunked_value.h). The kind is part of
+// what a read compares, so a client's Get never returns a chunk, and it
+// travels with the payload through every copy (relocation, spill, reload).
 //
 // The table identifies a key by its 128-bit keyed hash only; the key itself
 // is kept here, beside the value, so that a Get compares it with the key it
@@ -67,9 +73,28 @@ static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
                   std::atomic<uint64_t>::is_always_lock_free,
               "page words are accessed through atomic_ref<uint64_t>");
 
-// The bytes in front of the key in a payload: its size.
+// The bytes in front of the key in a payload: its size and kind.
 inline constexpr uint32_t kPayloadKeySizeBytes = 2;
-inline constexpr size_t kMaxPayloadKeyBytes = UINT16_MAX;
+inline constexpr int kPayloadKindShift = 14;
+inline constexpr size_t kMaxPayloadKeyBytes =
+    (size_t{1} << kPayloadKindShift) - 1;
+
+// What an entry holds (the top bits of its payload's key-size field).
+enum class EntryKind : uint8_t {
+  kValue = 0,        // a client's key and value
+  kChunkedHead = 1,  // a client's key; the value names its chunks
+  kChunk = 2,        // one chunk of a value, under an internal key
+};
+static_assert(static_cast<int>(EntryKind::kChunk) <
+                  (1 << (16 - kPayloadKindShift)),
+              "an EntryKind must fit the key-size field's top bits");
+
+// Which kinds a read accepts: a client's key is a value or a chunked head;
+// an internal chunk key only ever names a chunk.
+inline bool KindMatches(EntryKind stored, EntryKind wanted) {
+  if (wanted == EntryKind::kChunk) return stored == EntryKind::kChunk;
+  return stored != EntryKind::kChunk;
+}
 
 // The payload size of `key` with `value`.
 constexpr uint64_t PayloadSize(uint64_t key_size, uint64_t value_size) {
@@ -138,7 +163,8 @@ inline void WriteValueWords(uint8_t* entry, std::string_view value) {
 // (word stores, the last word zero-padded). REQUIRES: key.size() <=
 // kMaxPayloadKeyBytes; EntryFootprint(PayloadSize(...)) <= the capacity.
 inline void WritePayloadWords(uint8_t* entry, std::string_view key,
-                              std::string_view value) {
+                              std::string_view value,
+                              EntryKind kind = EntryKind::kValue) {
   uint8_t* dst = entry + kEntryHeaderBytes;
   uint64_t word = 0;
   size_t filled = 0;  // bytes of `word` in use
@@ -157,7 +183,8 @@ inline void WritePayloadWords(uint8_t* entry, std::string_view key,
       }
     }
   };
-  const uint16_t key_size = static_cast<uint16_t>(key.size());
+  const uint16_t key_size = static_cast<uint16_t>(
+      key.size() | (size_t{static_cast<uint8_t>(kind)} << kPayloadKindShift));
   put(reinterpret_cast<const char*>(&key_size), sizeof(key_size));
   put(key.data(), key.size());
   put(value.data(), value.size());
@@ -181,16 +208,23 @@ inline void CopyPayloadRange(const uint8_t* entry, size_t from, size_t n,
   }
 }
 
-// Whether the payload of `payload_size` bytes at `entry` holds `key`. The
-// answer is only meaningful if the caller's protocol then confirms that the
-// entry did not change while it was read (node_shard.h, the Get protocol).
+// Whether the payload of `payload_size` bytes at `entry` holds `key` with a
+// kind that KindMatches `wanted`; *kind gets the stored kind. The answer is
+// only meaningful if the caller's protocol then confirms that the entry did
+// not change while it was read (node_shard.h, the Get protocol).
 inline bool PayloadKeyEquals(const uint8_t* entry, uint32_t payload_size,
-                             std::string_view key) {
+                             std::string_view key,
+                             EntryKind wanted = EntryKind::kValue,
+                             EntryKind* kind = nullptr) {
   if (payload_size < PayloadSize(key.size(), 0)) return false;
-  uint16_t key_size = 0;
-  CopyPayloadRange(entry, 0, sizeof(key_size),
-                   reinterpret_cast<char*>(&key_size));
-  if (key_size != key.size()) return false;
+  uint16_t field = 0;
+  CopyPayloadRange(entry, 0, sizeof(field), reinterpret_cast<char*>(&field));
+  const EntryKind stored = static_cast<EntryKind>(field >> kPayloadKindShift);
+  if (kind != nullptr) *kind = stored;
+  if ((field & kMaxPayloadKeyBytes) != key.size() ||
+      !KindMatches(stored, wanted)) {
+    return false;
+  }
   char chunk[64];
   for (size_t done = 0; done < key.size();) {
     const size_t n = std::min(sizeof(chunk), key.size() - done);
@@ -201,13 +235,24 @@ inline bool PayloadKeyEquals(const uint8_t* entry, uint32_t payload_size,
   return true;
 }
 
-// Splits a payload held in memory (a spilled page's copy) into its key and
-// value; false if it is too short to be one.
+// The kind of the entry at `entry` and its key's size (*key_size). The
+// answer is only meaningful under the caller's protocol, as above.
+inline EntryKind PayloadKind(const uint8_t* entry, size_t* key_size) {
+  uint16_t field = 0;
+  CopyPayloadRange(entry, 0, sizeof(field), reinterpret_cast<char*>(&field));
+  *key_size = field & kMaxPayloadKeyBytes;
+  return static_cast<EntryKind>(field >> kPayloadKindShift);
+}
+
+// Splits a payload held in memory (a spilled page's copy) into its key,
+// value and kind; false if it is too short to be one.
 inline bool SplitPayload(std::string_view payload, std::string_view* key,
-                         std::string_view* value) {
-  uint16_t key_size = 0;
+                         std::string_view* value, EntryKind* kind) {
+  uint16_t field = 0;
   if (payload.size() < kPayloadKeySizeBytes) return false;
-  std::memcpy(&key_size, payload.data(), sizeof(key_size));
+  std::memcpy(&field, payload.data(), sizeof(field));
+  *kind = static_cast<EntryKind>(field >> kPayloadKindShift);
+  const size_t key_size = field & kMaxPayloadKeyBytes;
   if (payload.size() < PayloadSize(key_size, 0)) return false;
   *key = payload.substr(kPayloadKeySizeBytes, key_size);
   *value = payload.substr(PayloadSize(key_size, 0));
@@ -227,8 +272,9 @@ inline void WriteEntry(uint8_t* entry, const HashPair& hash,
 // first, then the header.
 inline void WriteKeyedEntry(uint8_t* entry, const HashPair& hash,
                             std::string_view key, std::string_view value,
-                            uint32_t capacity) {
-  WritePayloadWords(entry, key, value);
+                            uint32_t capacity,
+                            EntryKind kind = EntryKind::kValue) {
+  WritePayloadWords(entry, key, value, kind);
   StoreWord(entry, hash.h1);
   StoreWord(entry + 8, hash.h2);
   WriteSizeWord(entry,

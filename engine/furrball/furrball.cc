@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include <absl/strings/str_cat.h>
 
 #include "engine/common/parking_lock.h"
+#include "engine/furrball/chunked_value.h"
 #include "engine/furrball/entry.h"
 #include "engine/furrball/furrball_testing.h"
 #include "engine/furrball/key_meta.h"
@@ -28,8 +30,11 @@
 
 namespace furrballs {
 
+using furrball_internal::ChunkedValues;
+using furrball_internal::ChunkStore;
 using furrball_internal::EncodeRestartManifest;
 using furrball_internal::EntryFootprint;
+using furrball_internal::EntryKind;
 using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
 using furrball_internal::NodeJob;
@@ -42,8 +47,12 @@ using furrball_internal::SpilledKey;
 
 namespace {
 
+// The largest max_value_bytes: a value is assembled in one string.
+constexpr size_t kMaxValueBytes = size_t{1} << 30;
+
 // See furrball_testing.h. Read once per node at Open.
 std::atomic<int> node_init_failure_for_testing{-1};
+std::atomic<uint64_t> chunk_write_id_base_for_testing{0};
 
 uint64_t WallMs() {
   return static_cast<uint64_t>(
@@ -53,6 +62,10 @@ uint64_t WallMs() {
 }
 
 }  // namespace
+
+void SetChunkWriteIdBaseForTesting(uint64_t base) {
+  chunk_write_id_base_for_testing.store(base, std::memory_order_relaxed);
+}
 
 void SetNodeInitFailureForTesting(int node) {
   node_init_failure_for_testing.store(node, std::memory_order_relaxed);
@@ -74,16 +87,11 @@ absl::Status ValidateOptions(const FurrBallOptions& o) {
     return bad("max_key_bytes = ", o.max_key_bytes, ": must be in [1, ",
                furrball_internal::kMaxPayloadKeyBytes, "]");
   }
-  const size_t page_limit =
-      o.page_size_bytes != 0 ? o.page_size_bytes : kMaxPageSize;
-  if (o.max_value_bytes > UINT32_MAX ||
-      EntryFootprint(furrball_internal::PayloadSize(
-          o.max_key_bytes, o.max_value_bytes)) > page_limit) {
-    return bad("max_value_bytes = ", o.max_value_bytes,
-               " does not fit a page of ", page_limit, " bytes with its ",
-               furrball_internal::kEntryHeaderBytes,
-               "-byte entry header and a key of max_key_bytes = ",
-               o.max_key_bytes, "; raise page_size_bytes");
+  // Values larger than a page's share are stored in chunks
+  // (chunked_value.h), so max_value_bytes does not bound the page size.
+  if (o.max_value_bytes > kMaxValueBytes) {
+    return bad("max_value_bytes = ", o.max_value_bytes, ": must be at most ",
+               kMaxValueBytes, " (1 GiB, memcached's largest item too)");
   }
   if (o.node_count < 0 || o.node_count > kMaxSimulatedNodes) {
     return bad("node_count = ", o.node_count, ": must be in [0, ",
@@ -159,9 +167,20 @@ Error FurrBall::Touch(std::string_view key, uint64_t ttl_ms) {
 
 namespace {
 
+// A random start for the chunk write ids of this run (chunked_value.h).
+uint64_t RandomWriteIdBase() {
+  const uint64_t fixed =
+      chunk_write_id_base_for_testing.load(std::memory_order_relaxed);
+  if (fixed != 0) return fixed;
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ device();
+}
+
 // The FurrBall: one NodeShard and one NodeJob per node. Routing and the key
-// locks' home live here; everything else is the shard's.
-class FurrBallImpl final : public FurrBall {
+// locks' home live here, and the chunking of large values
+// (chunked_value.h) on top of the per-entry operations; everything else is
+// the shard's.
+class FurrBallImpl final : public FurrBall, private ChunkStore {
  public:
   FurrBallImpl(const FurrBallOptions& options, const MemoryPlan& plan,
                std::unique_ptr<Numatic> numatic, std::vector<int> nodes,
@@ -173,7 +192,8 @@ class FurrBallImpl final : public FurrBall {
                                                 : KeyHasher(options.hash_seed)),
         clock_(options.clock != nullptr ? options.clock : SteadyClock::Get()),
         numatic_(std::move(numatic)),
-        router_(std::move(nodes)) {
+        router_(std::move(nodes)),
+        chunked_(this, plan.page_size, RandomWriteIdBase()) {
     shards_.reserve(router_.count());
     for (int i = 0; i < router_.count(); ++i) {
       shards_.emplace_back(nullptr, &NodeShard::Destroy);
@@ -323,66 +343,41 @@ class FurrBallImpl final : public FurrBall {
   }
 
   GetResult Get(const KeyRef& key, std::string* value) override {
-    const HashPair& h = key.hash;
-    const int requester = numatic_->GetCurrentNode();
-    ParkingLock& key_lock = KeyLockFor(h);
-    if (options_.routing == RoutingPolicy::kHash) {
-      return shards_[HomeIndex(h)]->Get(h, key.key, value, requester,
-                                        key_lock);
-    }
-    // The owner is unknown: search the shards, the requester's node first
-    // (report §2.3). At most one shard holds a key (writers search before
-    // they insert, under the key lock).
-    const int first = IndexOfNode(requester);
-    const int n = node_count();
-    for (int k = 0; k < n; ++k) {
-      NodeShard& shard = *shards_[(first + k) % n];
-      GetResult r = shard.Get(h, key.key, value, requester, key_lock,
-                              /*count_miss=*/false);
-      if (r.found) return r;
-    }
-    shards_[first]->CountMiss();
-    return GetResult{};
+    EntryKind kind = EntryKind::kValue;
+    const GetResult r =
+        GetEntry(key, value, EntryKind::kValue, &kind, /*read_disk=*/true);
+    if (!r.found || kind != EntryKind::kChunkedHead) return r;
+    return chunked_.Assemble(key, r, value, /*read_disk=*/true);
   }
 
   GetResult GetFromMemory(const KeyRef& key, std::string* value) override {
-    // The spill tier needs hash routing (docs/spill.md); other routings
-    // never read the disk.
-    if (options_.routing != RoutingPolicy::kHash) return Get(key, value);
-    const HashPair& h = key.hash;
-    return shards_[HomeIndex(h)]->Get(h, key.key, value,
-                                      numatic_->GetCurrentNode(),
-                                      KeyLockFor(h), /*count_miss=*/true,
-                                      /*read_disk=*/false);
+    EntryKind kind = EntryKind::kValue;
+    const GetResult r =
+        GetEntry(key, value, EntryKind::kValue, &kind, /*read_disk=*/false);
+    if (!r.found || kind != EntryKind::kChunkedHead) return r;
+    return chunked_.Assemble(key, r, value, /*read_disk=*/false);
   }
 
   SetResult Set(const KeyRef& key, std::string_view value,
                 const WriteOptions& options) override {
-    const HashPair& h = key.hash;
     if (ValidateValue(value) != Error::kOk) {
       return SetResult{Error::kValueTooLarge, 0};
     }
-    NodeShard* shard;
-    SetResult r;
-    {
-      ParkingLockHolder l(KeyLockFor(h));
-      shard = shards_[WriteTarget(h)].get();
-      numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard->node());
-      r = shard->Set(h, key.key, value, options);
+    if (chunked_.NeedsChunks(key.key.size(), value.size())) {
+      return chunked_.Set(key, value, options);
     }
-    // An insert into a full key table evicts to the spill batch; the writer
-    // writes it out once it is a page long, holding no lock (docs/spill.md).
-    shard->FlushVictimBatchIfFull();
+    std::string replaced;
+    const SetResult r =
+        SetEntry(key, value, options, EntryKind::kValue, &replaced);
+    chunked_.DeleteChunksOf(key.hash, replaced);
     return r;
   }
 
   DeleteResult Delete(const HashPair& h) override {
-    ParkingLockHolder l(KeyLockFor(h));
-    const int target = Locate(h);
-    if (target < 0) return DeleteResult{};
-    NodeShard& shard = *shards_[target];
-    numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard.node());
-    return shard.Delete(h);
+    std::string replaced;
+    const DeleteResult r = DeleteEntry(h, 0, &replaced);
+    chunked_.DeleteChunksOf(h, replaced);
+    return r;
   }
 
   Error Touch(const HashPair& h, uint64_t ttl_ms) override {
@@ -424,6 +419,64 @@ class FurrBallImpl final : public FurrBall {
 
  private:
   using ShardPtr = std::unique_ptr<NodeShard, void (*)(NodeShard*)>;
+
+  // ---- ChunkStore: one entry, under its key's lock ----
+
+  HashPair HashOf(std::string_view key) const override { return Hash(key); }
+
+  GetResult GetEntry(const KeyRef& key, std::string* value, EntryKind wanted,
+                     EntryKind* kind, bool read_disk) override {
+    const HashPair& h = key.hash;
+    const int requester = numatic_->GetCurrentNode();
+    ParkingLock& key_lock = KeyLockFor(h);
+    if (options_.routing == RoutingPolicy::kHash) {
+      return shards_[HomeIndex(h)]->Get(h, key.key, value, requester,
+                                        key_lock, /*count_miss=*/true,
+                                        read_disk, wanted, kind);
+    }
+    // The owner is unknown: search the shards, the requester's node first
+    // (report §2.3). At most one shard holds a key (writers search before
+    // they insert, under the key lock). The spill tier needs hash routing
+    // (docs/spill.md), so these routings never read the disk.
+    const int first = IndexOfNode(requester);
+    const int n = node_count();
+    for (int k = 0; k < n; ++k) {
+      NodeShard& shard = *shards_[(first + k) % n];
+      GetResult r = shard.Get(h, key.key, value, requester, key_lock,
+                              /*count_miss=*/false, read_disk, wanted, kind);
+      if (r.found) return r;
+    }
+    if (wanted != EntryKind::kChunk) shards_[first]->CountMiss();
+    return GetResult{};
+  }
+
+  SetResult SetEntry(const KeyRef& key, std::string_view value,
+                     const WriteOptions& options, EntryKind kind,
+                     std::string* replaced_head) override {
+    const HashPair& h = key.hash;
+    NodeShard* shard;
+    SetResult r;
+    {
+      ParkingLockHolder l(KeyLockFor(h));
+      shard = shards_[WriteTarget(h)].get();
+      numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard->node());
+      r = shard->Set(h, key.key, value, options, kind, replaced_head);
+    }
+    // An insert into a full key table evicts to the spill batch; the writer
+    // writes it out once it is a page long, holding no lock (docs/spill.md).
+    shard->FlushVictimBatchIfFull();
+    return r;
+  }
+
+  DeleteResult DeleteEntry(const HashPair& h, uint64_t if_version,
+                           std::string* replaced_head) override {
+    ParkingLockHolder l(KeyLockFor(h));
+    const int target = Locate(h);
+    if (target < 0) return DeleteResult{};
+    NodeShard& shard = *shards_[target];
+    numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard.node());
+    return shard.Delete(h, if_version, replaced_head);
+  }
 
   // The hash-routing owner's index, which is also every key's lock home.
   int HomeIndex(const HashPair& h) const { return router_.HomeIndex(h); }
@@ -490,6 +543,8 @@ class FurrBallImpl final : public FurrBall {
   std::vector<std::unique_ptr<NodeJob>> jobs_;
   // Every shard was built (Start succeeded).
   bool started_ = false;
+  // Values too large for one entry (chunked_value.h).
+  ChunkedValues chunked_;
 };
 
 }  // namespace

@@ -75,12 +75,11 @@ TEST(OptionsTest, EveryBadFieldIsNamed) {
   const Case cases[] = {
       {"page_size_bytes", [](FurrBallOptions& o) { o.page_size_bytes = 3 << 20; }},
       {"page_size_bytes", [](FurrBallOptions& o) { o.page_size_bytes = 4096; }},
-      {"max_value_bytes", [](FurrBallOptions& o) { o.max_value_bytes = 64 << 20; }},
-      {"max_value_bytes", [](FurrBallOptions& o) {
-         o.page_size_bytes = 1 << 20;
-         o.max_value_bytes = 1 << 20;
-       }},
+      {"max_value_bytes",
+       [](FurrBallOptions& o) { o.max_value_bytes = size_t{2} << 30; }},
       {"max_key_bytes", [](FurrBallOptions& o) { o.max_key_bytes = 0; }},
+      // The key-size field's top bits hold the entry's kind (entry.h).
+      {"max_key_bytes", [](FurrBallOptions& o) { o.max_key_bytes = 16384; }},
       {"node_count", [](FurrBallOptions& o) { o.node_count = -1; }},
       {"simulate_topology", [](FurrBallOptions& o) { o.simulate_topology = true; }},
       {"memory_budget_bytes", [](FurrBallOptions& o) { o.memory_budget_bytes = 0; }},

@@ -7,6 +7,8 @@
 #ifndef FURRBALLS_ENGINE_FURRBALL_FURRBALL_TESTING_H_
 #define FURRBALLS_ENGINE_FURRBALL_FURRBALL_TESTING_H_
 
+#include <cstdint>
+
 #include "engine/common/hash_pair.h"
 
 namespace furrballs {
@@ -14,6 +16,11 @@ namespace furrballs {
 // Makes every later Open fail to build the shard of node `node` (as if the
 // node refused memory) while the other nodes build theirs; -1 turns it off.
 void SetNodeInitFailureForTesting(int node);
+
+// Makes every later Open start its chunk write ids (chunked_value.h) at
+// `base` instead of a random number, so that a test can name a chunk's
+// internal key; 0 turns it off.
+void SetChunkWriteIdBaseForTesting(uint64_t base);
 
 // Pause points inside the engine. A hook runs on the engine's thread at that
 // point and may block it (a test then holds the engine there while it drives

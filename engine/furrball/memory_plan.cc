@@ -20,7 +20,6 @@ namespace {
 
 using furrball_internal::EntryFootprint;
 using furrball_internal::PayloadSize;
-using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
 using furrball_internal::PagePool;
 
@@ -36,7 +35,7 @@ constexpr uint64_t kPerPageBytes = 128;
 // before the automatic page size shrinks below it (compaction and the
 // free-page reserve need room to move).
 constexpr uint64_t kDefaultPageSize = uint64_t{2} << 20;
-constexpr uint64_t kPagesWanted = 32;
+constexpr uint64_t kPagesWanted = 64;
 // The fewest key slots a node is given.
 constexpr uint64_t kMinKeys = 64;
 
@@ -62,13 +61,12 @@ uint64_t SpillBufferBytes(const FurrBallOptions& o, uint64_t share) {
                                   uint64_t{64} << 20);
 }
 
-uint32_t AutoPageSize(uint64_t share, uint64_t max_entry_payload) {
-  const uint64_t smallest = std::max<uint64_t>(
-      kMinPageSize, std::bit_ceil(EntryFootprint(max_entry_payload)));
+// Values too large for a page's share are chunked (chunked_value.h), so
+// only the budget decides.
+uint32_t AutoPageSize(uint64_t share) {
   uint64_t page = kDefaultPageSize;
-  while (page > smallest && share / page < kPagesWanted) page /= 2;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(
-      std::max(page, smallest), kMinPageSize, kMaxPageSize));
+  while (page > kMinPageSize && share / page < kPagesWanted) page /= 2;
+  return static_cast<uint32_t>(page);
 }
 
 }  // namespace
@@ -113,8 +111,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   const uint64_t share = plan.node_budget_bytes;
   plan.page_size = o.page_size_bytes != 0
                        ? static_cast<uint32_t>(o.page_size_bytes)
-                       : AutoPageSize(share, PayloadSize(o.max_key_bytes,
-                                                         o.max_value_bytes));
+                       : AutoPageSize(share);
   plan.spill_buffer_bytes = SpillBufferBytes(o, share);
   const uint64_t page_cost = plan.page_size + kPerPageBytes;
   const uint64_t min_pages_bytes = PagePool::kMinPages * page_cost;
@@ -131,9 +128,11 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
                    ? absl::StrCat(", ", plan.spill_buffer_bytes >> 20,
                                   " MiB of spill write buffers")
                    : "",
-               "): raise the budget, use fewer nodes or a smaller page size "
-               "(max_value_bytes = ", o.max_value_bytes,
-               " needs pages of at least ", plan.page_size, " bytes)");
+               "): raise the budget, use fewer nodes",
+               o.page_size_bytes > kMinPageSize
+                   ? absl::StrCat(" or a smaller page size (at least ",
+                                  kMinPageSize, ")")
+                   : "");
   }
   // What keys and pages share once the fixed costs and the minimum number
   // of pages are taken.

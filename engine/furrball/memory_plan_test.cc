@@ -84,26 +84,62 @@ TEST(MemoryPlanTest, ADerivedKeyTableIsCappedNotTruncated) {
   EXPECT_LE(plan->total_bytes(), o.memory_budget_bytes);
 }
 
-TEST(MemoryPlanTest, PageSizeFollowsSmallBudgetsUnlessValuesNeedBigPages) {
-  FurrBallOptions o = Options(4, 1);
-  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+// Issue 13 goal 4: the page size follows the budget, whatever the largest
+// value (values too large for a page's share are chunked), and small
+// budgets get enough pages for the reclaimer to compact.
+TEST(MemoryPlanTest, PageSizeFollowsTheBudgetNotTheLargestValue) {
+  struct Case {
+    uint64_t mib;
+    int nodes;
+  };
+  for (const Case& c : {Case{4, 1}, Case{8, 2}, Case{6, 1}, Case{6, 2}}) {
+    FurrBallOptions o = Options(c.mib, c.nodes);
+    o.max_value_bytes = FurrBallOptions{}.max_value_bytes;  // 1 MiB
+    absl::StatusOr<MemoryPlan> plan = PlanMemory(o, c.nodes);
+    ASSERT_TRUE(plan.ok()) << c.mib << " MiB: " << plan.status();
+    SCOPED_TRACE(plan->Summary());
+    EXPECT_EQ(plan->page_size, 64u << 10);
+    EXPECT_GE(plan->page_count, 24u);
+    absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+    ASSERT_TRUE(ball.ok()) << ball.status();
+    EXPECT_EQ((*ball)->memory_plan().page_size, plan->page_size);
+  }
+  // Larger budgets keep pages large enough for their count to stay modest.
+  FurrBallOptions o = Options(256, 2);
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 2);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_LT(plan->page_size, 2u << 20);
-  EXPECT_GE(plan->page_size, 64u << 10);
-  EXPECT_GE(plan->page_count, 8u);
+  EXPECT_EQ(plan->page_size, 2u << 20);
 
-  o.max_value_bytes = 1 << 20;  // needs 2 MiB pages; 4 MiB cannot hold 4
-  plan = PlanMemory(o, 1);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(ErrorOf(plan.status()), Error::kInvalidArgument);
-  EXPECT_NE(plan.status().message().find("max_value_bytes"), std::string::npos)
-      << plan.status();
-
+  o = Options(4, 1);
   o.page_size_bytes = 128 << 10;  // an explicit page size is kept
-  o.max_value_bytes = 32 << 10;
+  o.max_value_bytes = 1 << 20;
   plan = PlanMemory(o, 1);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->page_size, 128u << 10);
+}
+
+// The smallest budgets start with the smallest pages, or say why not.
+TEST(MemoryPlanTest, ATinyBudgetStartsOrNamesWhatDoesNotFit) {
+  FurrBallOptions o = Options(1, 1);
+  o.max_value_bytes = 1 << 20;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->page_size, 64u << 10) << plan->Summary();
+  EXPECT_GE(plan->page_count, 4u) << plan->Summary();
+
+  o = Options(1, 4);  // 256 KiB a node: not even 4 pages of 64 KiB
+  plan = PlanMemory(o, 4);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(ErrorOf(plan.status()), Error::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("raise the budget"),
+            std::string::npos)
+      << plan.status();
+  EXPECT_EQ(plan.status().message().find("smaller page size"),
+            std::string::npos)
+      << "the pages are already the smallest: " << plan.status();
+  absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+  ASSERT_FALSE(ball.ok());
+  EXPECT_EQ(ball.status().message(), plan.status().message());
 }
 
 TEST(MemoryPlanTest, ExplicitKeySlotsThatDoNotFitAreRefused) {

@@ -290,10 +290,14 @@ class NodeShard {
   // on_disk (FurrBall::GetFromMemory) and not counted.
   // `key` is the key whose hash is `h`: a hit is checked against the key
   // stored with the value (entry.h), so another key with the same hash is a
-  // miss.
+  // miss. `wanted` says which entry kinds count as the key (KindMatches:
+  // kValue for a client's key, which also finds a chunked head; kChunk for
+  // a chunk's internal key, whose reads count neither as hits nor as
+  // misses); *kind gets the kind of a hit.
   GetResult Get(const HashPair& h, std::string_view key, std::string* value,
                 int requester, ParkingLock& key_lock, bool count_miss = true,
-                bool read_disk = true);
+                bool read_disk = true, EntryKind wanted = EntryKind::kValue,
+                EntryKind* kind = nullptr);
   // Whether the shard holds the key (live or expired); for search routing.
   bool Holds(const HashPair& h) const;
 
@@ -301,9 +305,18 @@ class NodeShard {
   // Stores `key` with the value. The key identifies the entry by `h` alone
   // (a Set replaces whatever entry has the hash); conditions (if-absent,
   // compare-and-set) treat a resident entry of another key as absent.
+  // `kind` is what the entry holds (entry.h). If the entry this write
+  // replaced in memory was a chunked head, its value goes to
+  // *replaced_head (when given), so that the caller can delete its chunks.
   SetResult Set(const HashPair& h, std::string_view key,
-                std::string_view value, const WriteOptions& options);
-  DeleteResult Delete(const HashPair& h);
+                std::string_view value, const WriteOptions& options,
+                EntryKind kind = EntryKind::kValue,
+                std::string* replaced_head = nullptr);
+  // Removes the key's entry; with if_version != 0 only if its version is
+  // that one (else deleted = false). A chunked head it removed from memory
+  // goes to *replaced_head as in Set.
+  DeleteResult Delete(const HashPair& h, uint64_t if_version = 0,
+                      std::string* replaced_head = nullptr);
   Error Touch(const HashPair& h, uint64_t ttl_ms);
 
   // Counts a miss of a search that found the key on no node.
@@ -382,7 +395,13 @@ class NodeShard {
 
   // Set without the cooperative migration.
   SetResult SetValue(const HashPair& h, std::string_view key,
-                     std::string_view value, const WriteOptions& options);
+                     std::string_view value, const WriteOptions& options,
+                     EntryKind kind, std::string* replaced_head);
+  // If the entry `m` names is a chunked head, copies its value into *out
+  // (when out is given). REQUIRES: `m` still names the entry (the caller is
+  // inside the slot's seqlock write, or erased `m` and has not unpublished
+  // it yet), so its bytes cannot change.
+  void CopyIfChunkedHead(const KeyMeta& m, std::string* out) const;
   // Whether resident entry `m` of `h` stores `key`; nullopt if the KeyMeta
   // changed while it was read (the caller looks again).
   std::optional<bool> ResidentKeyIs(const HashPair& h, const KeyMeta& m,
@@ -488,8 +507,8 @@ class NodeShard {
 
   // Get without the spill tier and without hit/miss counting.
   GetResult GetResident(const HashPair& h, std::string_view key,
-                        std::string* value,
-                        ParkingLock& key_lock, uint64_t now);
+                        std::string* value, ParkingLock& key_lock,
+                        uint64_t now, EntryKind wanted, EntryKind* kind);
   // Spills the sparsest sealed page (worker); true if a page was freed.
   bool SpillSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Writes frozen page `page` as one PageBlob and moves its live keys to the

@@ -39,10 +39,13 @@ bool SameEntry(const KeyMeta& a, const KeyMeta& b) {
 
 GetResult NodeShard::Get(const HashPair& h, std::string_view key,
                          std::string* value, int requester, ParkingLock& key_lock,
-                         bool count_miss, bool read_disk) {
+                         bool count_miss, bool read_disk, EntryKind wanted,
+                         EntryKind* kind) {
   numatic_->SimulateRemoteAccess(requester, config_.node);
   const uint64_t now = NowMs();
-  GetResult result = GetResident(h, key, value, key_lock, now);
+  // Chunks are the engine's own entries: only client keys are counted.
+  const bool counted = wanted != EntryKind::kChunk;
+  GetResult result = GetResident(h, key, value, key_lock, now, wanted, kind);
   // Ghost hit (§2.9.6): the key's page is in the spill store. Under memory
   // pressure the reloaded key can be spilled again before we read it (the
   // reload itself makes room); then it is indexed under its new page and we
@@ -62,7 +65,7 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
       // No entry. Another Get may have reloaded the key since we looked in
       // memory: a reload inserts the key before it takes the entry, so look
       // in memory once more rather than miss a key that is being reloaded.
-      result = GetResident(h, key, value, key_lock, now);
+      result = GetResident(h, key, value, key_lock, now, wanted, kind);
       break;
     }
     if (!read_disk) {
@@ -79,8 +82,10 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
     // the key stored with it is (entry.h).
     if (result.found) {
       std::string_view stored_key, stored_value;
-      if (SplitPayload(*value, &stored_key, &stored_value) &&
-          stored_key == key) {
+      EntryKind stored_kind;
+      if (SplitPayload(*value, &stored_key, &stored_value, &stored_kind) &&
+          stored_key == key && KindMatches(stored_kind, wanted)) {
+        if (kind != nullptr) *kind = stored_kind;
         value->erase(0, PayloadSize(key.size(), 0));
       } else {
         result = GetResult{};
@@ -89,16 +94,18 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
     }
     // The reload's inserts may have pushed victims into the batch.
     FlushVictimBatchIfFull();
-    if (!result.found) result = GetResident(h, key, value, key_lock, now);
+    if (!result.found) {
+      result = GetResident(h, key, value, key_lock, now, wanted, kind);
+    }
     if (result.found) {
       result.reloaded = true;
-      stats_.Add(Counter::kGhostHits);
+      if (counted) stats_.Add(Counter::kGhostHits);
     }
   }
   if (!result.found) {
     value->clear();
-    if (count_miss) stats_.Add(Counter::kMisses);
-  } else {
+    if (count_miss && counted) stats_.Add(Counter::kMisses);
+  } else if (counted) {
     stats_.Add(requester == config_.node ? Counter::kHitsLocal
                                          : Counter::kHitsRemote);
   }
@@ -107,7 +114,8 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
 
 GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
                                  std::string* value, ParkingLock& key_lock,
-                                 uint64_t now) {
+                                 uint64_t now, EntryKind wanted,
+                                 EntryKind* kind) {
   GetResult result;
   std::optional<KeyMeta> expired;
   const uint64_t key_part = PayloadSize(key.size(), 0);
@@ -118,13 +126,14 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
     // replaced by the slot's sequence check).
     std::optional<KeyMeta> seen;
     bool is_key = false;
+    EntryKind seen_kind = EntryKind::kValue;
     const Arc::VisitOutcome outcome =
         arc_->TryVisit(h, promote, [&](const KeyMeta& m) {
           seen = m;
           is_key = false;
           if (m.Expired(now)) return;
           const uint8_t* entry = pool_.EntryAt(m.page, m.offset);
-          is_key = PayloadKeyEquals(entry, m.size, key);
+          is_key = PayloadKeyEquals(entry, m.size, key, wanted, &seen_kind);
           if (is_key) {
             value->resize(m.size - key_part);
             CopyPayloadRange(entry, key_part, value->size(), value->data());
@@ -139,6 +148,7 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
     // Another key with the same hash: a miss, not its value.
     result.found = is_key;
     if (!is_key) return true;
+    if (kind != nullptr) *kind = seen_kind;
     result.version = seen->version;
     result.ttl_remaining_ms = seen->expiry_ms == 0 ? 0 : seen->expiry_ms - now;
     return true;
@@ -181,8 +191,9 @@ bool NodeShard::Holds(const HashPair& h) const {
 }
 
 SetResult NodeShard::Set(const HashPair& h, std::string_view key,
-                         std::string_view value, const WriteOptions& options) {
-  const SetResult r = SetValue(h, key, value, options);
+                         std::string_view value, const WriteOptions& options,
+                         EntryKind kind, std::string* replaced_head) {
+  const SetResult r = SetValue(h, key, value, options, kind, replaced_head);
   if (config_.spill_cold_pages && r.error == Error::kOk) {
     MigrateCooperatively();
   }
@@ -191,7 +202,8 @@ SetResult NodeShard::Set(const HashPair& h, std::string_view key,
 
 SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
                               std::string_view value,
-                              const WriteOptions& options) {
+                              const WriteOptions& options, EntryKind kind,
+                              std::string* replaced_head) {
   const uint32_t size =
       static_cast<uint32_t>(PayloadSize(key.size(), value.size()));
   const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(size));
@@ -260,8 +272,9 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
         if (!SameEntry(m, *cur)) return;  // relocated since we looked
         same = true;
         old_size = m.size;
+        CopyIfChunkedHead(m, replaced_head);
         uint8_t* entry = pool_.EntryAt(m.page, m.offset);
-        WritePayloadWords(entry, key, value);
+        WritePayloadWords(entry, key, value, kind);
         WriteSizeWord(entry, size, m.capacity);
         m.size = size;
         m.version = version;
@@ -288,7 +301,8 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
     const Error reserve_err = Reserve(capacity, &r);
     if (reserve_err != Error::kOk) return SetResult{reserve_err, 0};
     stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
-    WriteKeyedEntry(pool_.EntryAt(r.page, r.offset), h, key, value, capacity);
+    WriteKeyedEntry(pool_.EntryAt(r.page, r.offset), h, key, value, capacity,
+                    kind);
     const KeyMeta fresh{.version = version,
                         .expiry_ms = expiry,
                         .generation = r.generation & kGenerationMask,
@@ -304,6 +318,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
         if (!SameEntry(m, *cur)) return;
         same = true;
         before = m;
+        CopyIfChunkedHead(m, replaced_head);
         m = fresh;
       });
       if (err == Error::kOk && same) {
@@ -371,9 +386,19 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
   }
 }
 
-DeleteResult NodeShard::Delete(const HashPair& h) {
+DeleteResult NodeShard::Delete(const HashPair& h, uint64_t if_version,
+                               std::string* replaced_head) {
   const uint64_t now = NowMs();
   for (;;) {
+    // Under the key lock only movers (which keep the version) and evictors
+    // change the KeyMeta, so a version checked here still holds at the
+    // Erase, or the key is gone from memory and the index is checked below.
+    if (if_version != 0) {
+      const std::optional<KeyMeta> cur = arc_->Peek(h);
+      if (cur.has_value() && cur->version != if_version) {
+        return DeleteResult{Error::kOk, false};
+      }
+    }
     KeyMeta erased;
     const Error err = arc_->Erase(h, &erased);
     if (err == Error::kAbandonedSet) continue;
@@ -384,6 +409,11 @@ DeleteResult NodeShard::Delete(const HashPair& h) {
       // this Delete removes it.
       SettleVictim(h);
       SpilledKey spilled;
+      if (spill_index_ != nullptr && if_version != 0 &&
+          (!spill_index_->Lookup(h, &spilled) ||
+           spilled.version != if_version)) {
+        return DeleteResult{Error::kOk, false};
+      }
       if (spill_index_ != nullptr && spill_index_->Take(h, &spilled)) {
         const bool expired = spilled.Expired(now);
         stats_.Add(expired ? Counter::kTtlExpirations : Counter::kDeletes);
@@ -392,6 +422,8 @@ DeleteResult NodeShard::Delete(const HashPair& h) {
       return DeleteResult{Error::kOk, false};
     }
     if (err != Error::kOk) return DeleteResult{err, false};
+    // Unpublished only by AccountRemoved: the bytes are still the entry's.
+    CopyIfChunkedHead(erased, replaced_head);
     AccountRemoved(erased);
     const bool expired = erased.Expired(now);
     stats_.Add(expired ? Counter::kTtlExpirations : Counter::kDeletes);
@@ -433,6 +465,17 @@ Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
     stats_.Add(Counter::kTouches);
     return Error::kOk;
   }
+}
+
+void NodeShard::CopyIfChunkedHead(const KeyMeta& m, std::string* out) const {
+  if (out == nullptr) return;
+  const uint8_t* entry = pool_.EntryAt(m.page, m.offset);
+  size_t key_size = 0;
+  if (PayloadKind(entry, &key_size) != EntryKind::kChunkedHead) return;
+  const size_t key_part = PayloadSize(key_size, 0);
+  if (m.size < key_part) return;
+  out->resize(m.size - key_part);
+  CopyPayloadRange(entry, key_part, out->size(), out->data());
 }
 
 }  // namespace furrball_internal

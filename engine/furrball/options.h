@@ -42,9 +42,10 @@ struct FurrBallOptions {
   size_t memory_budget_bytes = size_t{256} << 20;
 
   // Size of one page, the unit of placement, compaction and spilling: 0 =
-  // chosen from the budget (2 MiB, smaller for small budgets, never smaller
-  // than a page that holds max_value_bytes); else a power of two between
-  // 64 KiB and 64 MiB that holds max_value_bytes plus the entry header.
+  // chosen from the budget (2 MiB, smaller for small budgets); else a power
+  // of two between 64 KiB and 64 MiB. Any max_value_bytes works with any
+  // page size: values larger than an eighth of a page are stored in chunks
+  // (chunked_value.h).
   size_t page_size_bytes = 0;
 
   // Number of nodes to run on. 0 = every node the process may use (real
@@ -63,7 +64,8 @@ struct FurrBallOptions {
   RoutingPolicy routing = RoutingPolicy::kHash;
 
   // Limits on what a client may store. Anything over a limit is rejected with
-  // kKeyTooLarge / kValueTooLarge, never truncated.
+  // kKeyTooLarge / kValueTooLarge, never truncated. Keys: at most 16,383
+  // bytes (entry.h).
   size_t max_key_bytes = 250;
   size_t max_value_bytes = size_t{1} << 20;
 
