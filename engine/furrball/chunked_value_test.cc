@@ -1,11 +1,11 @@
 // Tests of values stored in chunks (chunked_value.h) through a real
 // FurrBall: round trips in small budgets, lost chunks, concurrent writers of
-// one key, the conditional modes, TTLs, and the spill tier.
+// one key, the conditional modes and TTLs. chunked_value_spill_test runs
+// them through eviction and the spill tier.
 #include "engine/furrball/chunked_value.h"
 
 #include <atomic>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,64 +15,12 @@
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/chunked_value_testing.h"
 #include "engine/furrball/furrball_testing.h"
 
 namespace furrballs {
 namespace furrball_internal {
 namespace {
-
-constexpr size_t kMiB = size_t{1} << 20;
-
-std::unique_ptr<FurrBall> MustOpen(const FurrBallOptions& o) {
-  absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
-  EXPECT_TRUE(ball.ok()) << ball.status();
-  return ball.ok() ? std::move(*ball) : nullptr;
-}
-
-// A value of `size` bytes whose every 8-byte word is `stamp` + its index,
-// so a value assembled from the wrong chunks, or in the wrong order, shows.
-std::string Stamped(size_t size, uint64_t stamp) {
-  std::string v(size, '\0');
-  for (size_t i = 0; i * 8 < size; ++i) {
-    const uint64_t w = stamp * 0x100000000ull + i;
-    std::memcpy(v.data() + i * 8, &w, std::min<size_t>(8, size - i * 8));
-  }
-  return v;
-}
-
-// The stamp of a value made by Stamped, or nullopt if its words disagree.
-std::optional<uint64_t> StampOf(const std::string& v) {
-  if (v.size() < 8) return std::nullopt;
-  uint64_t first;
-  std::memcpy(&first, v.data(), 8);
-  const uint64_t stamp = first / 0x100000000ull;
-  if (v != Stamped(v.size(), stamp)) return std::nullopt;
-  return stamp;
-}
-
-int64_t LiveKeys(const FurrBall& ball) {
-  int64_t n = 0;
-  for (const NodeStatsSnapshot& s : ball.Stats()) n += s.live_keys;
-  return n;
-}
-
-uint64_t Hits(const FurrBall& ball) {
-  uint64_t n = 0;
-  for (const NodeStatsSnapshot& s : ball.Stats()) {
-    n += s.hits_local + s.hits_remote;
-  }
-  return n;
-}
-
-// The smallest budget the issue names, with every default else: 1 MiB
-// values, automatic page size.
-FurrBallOptions FourMiB() {
-  FurrBallOptions o;
-  o.memory_budget_bytes = 4 * kMiB;
-  o.node_count = 1;
-  o.simulate_topology = true;
-  return o;
-}
 
 TEST(ChunkedHeadTest, RoundTripsAndRejectsSizesThatDoNotAddUp) {
   const ChunkedHead head{100'000, 13, 8'000, 42};
@@ -232,41 +180,9 @@ TEST(ChunkedValueTest, ALostChunkIsAMissAndTheRestIsCleanedUp) {
   EXPECT_EQ(ball->Set("big", value, add).error, Error::kOk);
 }
 
-// Memory pressure evicts chunks and heads in any order: every Get is the
-// whole value it asked for or a miss, never a part of one.
 TEST(ChunkedValueTest, EvictionNeverYieldsAPartialValue) {
-  for (bool spill : {false, true}) {
-    SCOPED_TRACE(spill ? "spill" : "no spill");
-    FurrBallOptions o = FourMiB();
-    const std::filesystem::path dir =
-        std::filesystem::path(::testing::TempDir()) / "chunked_eviction";
-    std::filesystem::remove_all(dir);
-    if (spill) o.spill_dir = dir.string();
-    std::unique_ptr<FurrBall> ball = MustOpen(o);
-    ASSERT_NE(ball, nullptr);
-    int hits = 0, misses = 0;
-    std::string got;
-    for (int round = 0; round < 40; ++round) {
-      const std::string key = "big" + std::to_string(round % 10);
-      ASSERT_EQ(ball->Set(key, Stamped(200'000 + round, round)).error,
-                Error::kOk);
-      for (int k = 0; k < 10; ++k) {
-        const std::string other = "big" + std::to_string(k);
-        if (!ball->Get(other, &got).found) {
-          ++misses;
-          continue;
-        }
-        ++hits;
-        const std::optional<uint64_t> stamp = StampOf(got);
-        ASSERT_TRUE(stamp.has_value()) << other << " came back mixed";
-        EXPECT_EQ(*stamp % 10, static_cast<uint64_t>(k)) << other;
-        EXPECT_EQ(got.size(), 200'000 + *stamp) << other;
-      }
-    }
-    // 2 MB of values in a 4 MiB budget: some stay, some go.
-    EXPECT_GT(hits, 0);
-    EXPECT_GT(misses, 0);
-  }
+  // Without a spill tier what memory drops is gone.
+  EXPECT_GT(ExpectEvictionNeverYieldsAPartialValue(FourMiB(), 16), 0);
 }
 
 // Concurrent Sets of one key never mix their chunks: every Get returns one
@@ -306,37 +222,6 @@ TEST(ChunkedValueTest, ConcurrentWritersOfOneKeyNeverMixChunks) {
   ASSERT_TRUE(ball->Get("contended", &got).found);
   EXPECT_TRUE(StampOf(got).has_value());
   EXPECT_GT(found, 0);
-}
-
-// The spill tier: chunks and heads spill and reload like any key, and a
-// deleted big value never comes back from disk.
-TEST(ChunkedValueTest, SpilledChunksReloadAndDeletedValuesStayDeleted) {
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / "chunked_spill";
-  std::filesystem::remove_all(dir);
-  FurrBallOptions o = FourMiB();
-  o.spill_dir = dir.string();
-  std::unique_ptr<FurrBall> ball = MustOpen(o);
-  ASSERT_NE(ball, nullptr);
-  const std::string kept = Stamped(400'000, 1), gone = Stamped(400'000, 2);
-  ASSERT_EQ(ball->Set("kept", kept).error, Error::kOk);
-  ASSERT_EQ(ball->Set("gone", gone).error, Error::kOk);
-  ASSERT_TRUE(ball->Delete("gone").deleted);
-  // Push both out of memory with 6 MB of small values.
-  for (int i = 0; i < 6000; ++i) {
-    ASSERT_EQ(ball->Set("filler" + std::to_string(i), Stamped(1000, i)).error,
-              Error::kOk);
-  }
-  uint64_t spilled = 0;
-  for (const NodeStatsSnapshot& s : ball->Stats()) {
-    spilled += s.spill_keys_written;
-  }
-  EXPECT_GT(spilled, 0u);
-  std::string got;
-  const GetResult r = ball->Get("kept", &got);
-  ASSERT_TRUE(r.found) << "the spill tier keeps what memory drops";
-  EXPECT_TRUE(got == kept);
-  EXPECT_FALSE(ball->Get("gone", &got).found);
 }
 
 }  // namespace
