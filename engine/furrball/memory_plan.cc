@@ -125,8 +125,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
                " bytes, ", kMinKeys, " key slots, ", fixed >> 10,
                " KiB of fixed structures",
                plan.spill_buffer_bytes != 0
-                   ? absl::StrCat(", ", plan.spill_buffer_bytes >> 20,
-                                  " MiB of spill write buffers")
+                   ? absl::StrCat(", ", plan.spill_buffer_bytes >> 10,
+                                  " KiB of spill write buffers")
                    : "",
                "): raise the budget, use fewer nodes",
                o.page_size_bytes > kMinPageSize
