@@ -19,9 +19,10 @@
 // first; either way the budget holds. Memory is mapped, not touched, at
 // start-up (numatic.h), so the RSS is at most the budget and follows data.
 //
-// The page size, when not set, follows the budget alone: 2 MiB, or the
-// largest power of two that still gives a node kPagesWanted pages (room for
-// the reclaimer to compact), but never smaller than kMinPageSize. Values
+// The page size, when not set, follows the budget alone: 2 MiB while a
+// node gets 32 such pages, else the largest power of two that gives it 64
+// (room for the reclaimer to compact), but never smaller than
+// kMinPageSize. Values
 // too large for an eighth of a page are stored in chunks (chunked_value.h),
 // so max_value_bytes plays no part.
 #ifndef FURRBALLS_ENGINE_FURRBALL_MEMORY_PLAN_H_

@@ -104,16 +104,19 @@ TEST(MemoryPlanTest, PageSizeFollowsTheBudgetNotTheLargestValue) {
     ASSERT_TRUE(ball.ok()) << ball.status();
     EXPECT_EQ((*ball)->memory_plan().page_size, plan->page_size);
   }
-  // Larger budgets keep pages large enough for their count to stay modest.
-  FurrBallOptions o = Options(256, 2);
-  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 2);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->page_size, 2u << 20);
-
-  o = Options(4, 1);
+  // A node with 32 pages of 2 MiB keeps them; below that a node gets 64.
+  for (const Case& c : {Case{64, 1}, Case{256, 2}, Case{32, 1}, Case{16, 4}}) {
+    FurrBallOptions o = Options(c.mib, c.nodes);
+    absl::StatusOr<MemoryPlan> plan = PlanMemory(o, c.nodes);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->page_size,
+              c.mib / c.nodes >= 64 ? 2u << 20 : (c.mib / c.nodes) << 14)
+        << c.mib << " MiB on " << c.nodes;
+  }
+  FurrBallOptions o = Options(4, 1);
   o.page_size_bytes = 128 << 10;  // an explicit page size is kept
   o.max_value_bytes = 1 << 20;
-  plan = PlanMemory(o, 1);
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->page_size, 128u << 10);
 }
