@@ -57,9 +57,10 @@
 // What is left to eviction: chunks of a head that was evicted, expired,
 // or replaced or deleted while only on disk (the spill index keeps no
 // payload, so there is no write id to delete) are never read again and age
-// out like any cold key. Chunk reads count neither as hits nor as misses;
-// their Sets and Deletes are counted like a client's, and chunks count in
-// live_keys and live_bytes.
+// out like any cold key. Chunk reads count neither as hits nor as misses
+// (the head's read counts the Get, as a hit even when a chunk then turns
+// out to be gone); their Sets and Deletes are counted like a client's, and
+// chunks count in live_keys and live_bytes.
 #ifndef FURRBALLS_ENGINE_FURRBALL_CHUNKED_VALUE_H_
 #define FURRBALLS_ENGINE_FURRBALL_CHUNKED_VALUE_H_
 
