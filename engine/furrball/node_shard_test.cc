@@ -339,6 +339,22 @@ TEST_F(NodeShardTest, ExpiredKeysAreReclaimedInTheBackground) {
   for (int i = 0; i < 100; ++i) EXPECT_FALSE(Get(i, &v).found);
 }
 
+// Entries over half a page: a writer must evict rather than drain for ever
+// (a drain then only moves the one entry to a fresh page). The FurrBall no
+// longer makes such entries (it chunks values over an eighth of a page,
+// chunked_value.h), so furrball_test's ValuesOverHalfAPageKeepBeingStored
+// no longer reaches this; the shard still must not hang on them.
+TEST_F(NodeShardTest, EntriesOverHalfAPageKeepBeingStored) {
+  Open(/*pages=*/16);
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_EQ(Set(i, ValueFor(i, kPageSize / 2)).error, Error::kOk)
+        << "Set " << i;
+  }
+  std::string v;
+  ASSERT_TRUE(Get(399, &v).found);
+  EXPECT_EQ(v, ValueFor(399, kPageSize / 2));
+}
+
 TEST_F(NodeShardTest, OverwriteThatFitsIsInPlace) {
   Open(/*pages=*/8);
   ASSERT_EQ(Set(1, std::string(100, 'a')).error, Error::kOk);
