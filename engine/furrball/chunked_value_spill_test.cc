@@ -16,24 +16,25 @@ namespace furrballs {
 namespace furrball_internal {
 namespace {
 
-TEST(ChunkedValueSpillTest, EvictionNeverYieldsAPartialValue) {
+// FourMiB with the spill tier in a fresh directory `name`.
+FurrBallOptions FourMiBWithSpill(const std::string& name) {
   const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / "chunked_eviction";
+      std::filesystem::path(::testing::TempDir()) / name;
   std::filesystem::remove_all(dir);
   FurrBallOptions o = FourMiB();
   o.spill_dir = dir.string();
-  ExpectEvictionNeverYieldsAPartialValue(o, 3);
+  return o;
+}
+
+TEST(ChunkedValueSpillTest, EvictionNeverYieldsAPartialValue) {
+  ExpectEvictionNeverYieldsAPartialValue(FourMiBWithSpill("chunked_eviction"),
+                                         3);
 }
 
 // The spill tier: chunks and heads spill and reload like any key, and a
 // deleted big value never comes back from disk.
 TEST(ChunkedValueSpillTest, SpilledChunksReloadAndDeletedValuesStayDeleted) {
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / "chunked_spill";
-  std::filesystem::remove_all(dir);
-  FurrBallOptions o = FourMiB();
-  o.spill_dir = dir.string();
-  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  std::unique_ptr<FurrBall> ball = MustOpen(FourMiBWithSpill("chunked_spill"));
   ASSERT_NE(ball, nullptr);
   const std::string kept = Stamped(400'000, 1), gone = Stamped(400'000, 2);
   ASSERT_EQ(ball->Set("kept", kept).error, Error::kOk);
