@@ -565,6 +565,10 @@ class NodeShard {
   // that did not help either, the next one gives up.
   bool sealed_for_reclaim_ ABSL_GUARDED_BY(reclaim_mu_) = false;
   std::atomic<bool> has_ttl_keys_{false};
+  // The largest entry footprint ever reserved on this node (Reserve raises
+  // it): bounds the room a drain can leave unused at the end of a
+  // relocation page (DrainSparsest).
+  std::atomic<uint32_t> largest_entry_{0};
   // Eviction disabled: keys are admitted while resident keys < max_keys.
   std::atomic<int64_t> resident_keys_{0};
   // Keys whose only copy is in the spill store; null when spill is off.

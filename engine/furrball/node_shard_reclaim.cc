@@ -29,6 +29,12 @@ Error NodeShard::Reserve(uint32_t capacity, Reservation* out) {
   // Those finish without waiting for anything a writer holds, so the writer
   // yields and looks again. It gives up only after config_.reclaim_patience
   // without any progress, which a healthy node never reaches.
+  // A CAS only when this entry is the largest yet, which is rare.
+  uint32_t largest = largest_entry_.load(std::memory_order_relaxed);
+  while (capacity > largest &&
+         !largest_entry_.compare_exchange_weak(largest, capacity,
+                                               std::memory_order_relaxed)) {
+  }
   using SteadyClock = std::chrono::steady_clock;
   SteadyClock::time_point waiting_since;
   for (uint64_t waits = 0;;) {
@@ -141,16 +147,20 @@ bool NodeShard::DrainSparsest(uint64_t max_live_bytes) {
   if (page == kNoPage || live > max_live_bytes) return false;
   // A drain frees a page but may take a fresh one for what it moves. If the
   // live bytes do not fit the open relocation page, that page is sealed
-  // with its room unused and a fresh one opened: the room gained is then
-  // page - live - room, which entries over half a page (one per page) make
-  // zero, and a writer would drain one page into another for ever. COLD
-  // pages drain onto the COLD destination, which the compactor sizes.
+  // with the room its next entry did not fit left unused (less than the
+  // largest entry), and a fresh one opened: the room gained is then at
+  // least page - live - min(room, largest entry). Entries over half a page
+  // (one per page) make that zero, and a writer would drain one page into
+  // another for ever; small entries waste little, and those drains go on.
+  // COLD pages drain onto the COLD destination, which the compactor sizes.
   const uint64_t room = pool_.relocation_room();
+  const uint64_t unused = std::min<uint64_t>(
+      room, largest_entry_.load(std::memory_order_relaxed));
   const bool to_cold =
       config_.spill_cold_pages &&
       PageState::Tier(pool_.page(page).state.load(std::memory_order_relaxed)) ==
           PageTier::kCold;
-  if (!to_cold && live > room && live + room >= pool_.page_size()) {
+  if (!to_cold && live > room && live + unused >= pool_.page_size()) {
     return false;
   }
   uint64_t frozen;
