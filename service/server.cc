@@ -45,6 +45,13 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options) {
   std::unique_ptr<Server> server(new Server(options));
+  CacheService::StreamLimits stream_limits = options.stream_limits;
+  stream_limits.max_message_bytes = options.max_message_bytes;
+  if (std::string why = CacheService::CheckStreamLimits(
+          stream_limits, options.engine.max_value_bytes);
+      !why.empty()) {
+    return absl::InvalidArgumentError(why);
+  }
   // Bad security files fail here, before the engine takes its memory.
   absl::StatusOr<std::string> tls = CheckTlsFiles(options.tls);
   if (!tls.ok()) return tls.status();
@@ -63,8 +70,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   server->engine_ = std::move(*engine);
   server->dispatcher_ =
       std::make_unique<Dispatcher>(server->engine_.get(), options.dispatch);
-  CacheService::StreamLimits stream_limits = options.stream_limits;
-  stream_limits.max_message_bytes = options.max_message_bytes;
   server->service_ = std::make_unique<CacheService>(
       server->engine_.get(), server->dispatcher_.get(), stream_limits,
       server->auth_.get());

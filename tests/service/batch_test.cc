@@ -220,10 +220,14 @@ TEST_P(BatchTest, TooManyOpsIsInvalidArgumentNamingTheLimitAndTheStreamGoesOn) {
             "MultiGet: 9 items, over the limit of 8 (--max_batch_ops)");
 }
 
-TEST_P(BatchTest, AnAnswerOverTheLargestMessageIsResourceExhausted) {
+// --max_response_bytes bounds the values one answer carries, counted as the
+// Gets complete: a Get whose value does not fit is answered
+// RESOURCE_EXHAUSTED on its own, naming the limit, and the rest of the
+// message (the Gets that fit, a Set) is answered as usual.
+TEST_P(BatchTest, GetsOverTheResponseLimitFailOneByOneNamingTheLimit) {
   ServerOptions o = TestOptions(GetParam());
   o.engine.max_value_bytes = 64 << 10;
-  o.max_message_bytes = 200 << 10;
+  o.stream_limits.max_response_bytes = 200 << 10;
   server_.reset();
   StartServer(o);
 
@@ -233,18 +237,81 @@ TEST_P(BatchTest, AnAnswerOverTheLargestMessageIsResourceExhausted) {
   item->set_value(std::string(60 << 10, 'x'));
   ASSERT_EQ(RoundTrip(set).results(0).code(), 0);
 
+  // Four values of 60 KiB: three fit in 200 KiB.
   v1::BatchRequest gets;
   for (int i = 0; i < 4; ++i) gets.add_ops()->mutable_get()->set_key("big");
-  v1::BatchResponse refused = RoundTrip(gets);
-  EXPECT_EQ(refused.code(), StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(refused.message().find("over the largest message of 204800 bytes "
-                                   "(--max_message_bytes)"),
-            std::string::npos)
-      << refused.message();
-  EXPECT_EQ(refused.results_size(), 0);
+  v1::SetRequest* also = gets.add_ops()->mutable_set();
+  also->set_key("small");
+  also->set_value("v");
+  v1::BatchResponse answer = RoundTrip(gets);
+  EXPECT_EQ(answer.code(), 0) << answer.message();
+  ASSERT_EQ(answer.results_size(), 5);
+  int found = 0;
+  int refused = 0;
+  for (int i = 0; i < 4; ++i) {
+    const v1::PipelineResponse& r = answer.results(i);
+    if (r.code() == 0) {
+      EXPECT_EQ(r.get().value().size(), size_t{60} << 10);
+      ++found;
+      continue;
+    }
+    EXPECT_EQ(r.code(), StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_NE(r.message().find("limit of 204800 bytes (--max_response_bytes)"),
+              std::string::npos)
+        << r.message();
+    EXPECT_FALSE(r.has_get());
+    ++refused;
+  }
+  EXPECT_EQ(found, 3);
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(answer.results(4).code(), 0);
+  EXPECT_GT(answer.results(4).set().version(), 0u);
 
-  gets.mutable_ops()->DeleteSubrange(0, 1);
-  EXPECT_EQ(RoundTrip(gets).results_size(), 3);
+  // MultiGet counts its values the same way, with a code per key.
+  ClientContext multi_ctx;
+  v1::MultiGetRequest multi;
+  for (int i = 0; i < 4; ++i) multi.add_keys("big");
+  v1::MultiGetResponse multi_response;
+  ASSERT_TRUE(stub_->MultiGet(&multi_ctx, multi, &multi_response).ok());
+  ASSERT_EQ(multi_response.results_size(), 4);
+  found = 0;
+  refused = 0;
+  for (const v1::GetResponse& r : multi_response.results()) {
+    if (r.code() == 0 && r.found()) {
+      EXPECT_EQ(r.value().size(), size_t{60} << 10);
+      ++found;
+      continue;
+    }
+    EXPECT_EQ(r.code(), StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_FALSE(r.found());
+    EXPECT_TRUE(r.value().empty());
+    EXPECT_NE(r.message().find("MultiGet item"), std::string::npos);
+    EXPECT_NE(r.message().find("limit of 204800 bytes (--max_response_bytes)"),
+              std::string::npos)
+        << r.message();
+    ++refused;
+  }
+  EXPECT_EQ(found, 3);
+  EXPECT_EQ(refused, 1);
+}
+
+TEST_P(BatchTest, ResponseLimitsThatCannotWorkStopTheStart) {
+  ServerOptions o = TestOptions(GetParam());
+  o.engine.max_value_bytes = 64 << 10;
+  o.stream_limits.max_response_bytes = 32 << 10;
+  auto small = Server::Start(o);
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.status().message(),
+            "--max_response_bytes=32768 cannot carry one value of "
+            "--max_value_bytes=65536");
+
+  o.stream_limits.max_response_bytes = 16 << 20;
+  auto large = Server::Start(o);
+  ASSERT_FALSE(large.ok());
+  EXPECT_EQ(large.status().message(),
+            "--max_response_bytes=16777216 plus the framing of "
+            "--max_batch_ops=4096 answers (256 bytes each) does not fit in "
+            "--max_message_bytes=16777216");
 }
 
 TEST_P(BatchTest, AFrameThatDoesNotParseEndsTheStreamWithAnError) {
