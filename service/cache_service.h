@@ -65,8 +65,9 @@ class CacheService final : public RawCacheService {
     // Operations in one Batch message, and keys or items in one MultiGet or
     // MultiSet; more is INVALID_ARGUMENT, before anything is built.
     size_t max_batch_ops = 4096;
-    // Bytes a Batch stream holds (requests read and answers not yet
-    // written) before it stops reading (service/batch_reactor.cc).
+    // Bytes a Batch or Pipeline stream holds (requests read and answers
+    // not yet written) before it stops reading (service/batch_reactor.cc,
+    // service/pipeline_reactor.cc).
     size_t max_stream_bytes = size_t{64} << 20;
     // Bytes of values one MultiGet or Batch answer carries; a Get whose
     // value would take it over is answered RESOURCE_EXHAUSTED on its own

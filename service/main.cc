@@ -114,10 +114,11 @@ ABSL_FLAG(uint64_t, max_batch_ops, 4096,
           "MultiGet or MultiSet; more is INVALID_ARGUMENT, answered before "
           "anything is built for it.");
 ABSL_FLAG(uint64_t, max_stream_bytes, 64 << 20,
-          "Bytes one Batch stream may hold (requests read and answers not "
-          "yet written; a read message is counted with the largest answer "
-          "it can have) before the server stops reading it: a client that "
-          "stops reading holds at most this plus one message's share.");
+          "Bytes one Batch or Pipeline stream may hold (requests read and "
+          "answers not yet written; a read message or op is counted with "
+          "the largest answer it can have) before the server stops reading "
+          "it: a client that stops reading holds at most this plus one "
+          "message's share.");
 ABSL_FLAG(uint64_t, max_response_bytes, 4 << 20,
           "Bytes of values one MultiGet or Batch answer carries: a Get whose "
           "value would take the answer over it is answered "

@@ -1,7 +1,8 @@
 // End-to-end tests of the Batch stream on a real server on loopback (a
 // simulated 4-node topology, both dispatch modes), driven through the
 // generated stub: per-op answers in order across nodes, the limits, a frame
-// that does not parse, and a client that stops reading.
+// that does not parse, and a client that stops reading (of a Batch stream,
+// and of a Pipeline stream, which shares the byte bound).
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -389,6 +390,61 @@ TEST_P(BatchTest, AClientThatStopsReadingStallsOnlyItself) {
   EXPECT_GE(answered, 1u);
   EXPECT_LE(answered, 40u) << "of " << written.load() << " written";
   // Other streams and calls on the same connection are served meanwhile.
+  v1::BatchRequest other;
+  other.add_ops()->mutable_get()->set_key("v");
+  EXPECT_TRUE(RoundTrip(other).results(0).get().found());
+
+  stuck_ctx.TryCancel();
+  writer.join();
+  stuck->Finish();
+}
+
+// The Pipeline stream has the same bound: an op is in flight until its
+// answer is written, charged its request and the largest answer it can have
+// (a Get: --max_value_bytes). Before, an op stopped counting once answered,
+// so a client that kept writing and never read made the server queue every
+// answer (here 2,000 x 64 KiB).
+TEST_P(BatchTest, APipelineClientThatStopsReadingStallsOnlyItself) {
+  ServerOptions o = TestOptions(GetParam());
+  o.engine.max_value_bytes = 64 << 10;
+  o.stream_limits.max_stream_bytes = 1 << 20;
+  server_.reset();
+  StartServer(o);
+  v1::BatchRequest set;
+  v1::SetRequest* item = set.add_ops()->mutable_set();
+  item->set_key("v");
+  item->set_value(std::string(64 << 10, 'x'));
+  ASSERT_EQ(RoundTrip(set).results(0).code(), 0);
+  const auto answered = [&] {
+    return server_->request_stats()
+        .Snapshot()
+        .requests[static_cast<int>(RequestOp::kPipeline)][StatusCode::OK];
+  };
+
+  constexpr int kOps = 2000;
+  v1::PipelineRequest get;
+  get.mutable_get()->set_key("v");
+  ClientContext stuck_ctx;
+  auto stuck = stub_->Pipeline(&stuck_ctx);
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    for (int i = 0; i < kOps; ++i) {
+      get.set_id(i);
+      if (!stuck->Write(get)) return;
+      written.fetch_add(1);
+    }
+  });
+  // Unbounded, every op is answered within milliseconds; the test watches
+  // for two seconds that this does not happen.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  uint64_t seen = 0;
+  while (std::chrono::steady_clock::now() < until && seen < kOps) {
+    std::this_thread::yield();
+    seen = answered();
+  }
+  // 1 MiB held (15 Gets), plus what gRPC's transport took once written.
+  EXPECT_GE(seen, 1u);
+  EXPECT_LE(seen, 200u) << "of " << written.load() << " written";
   v1::BatchRequest other;
   other.add_ops()->mutable_get()->set_key("v");
   EXPECT_TRUE(RoundTrip(other).results(0).get().found());
