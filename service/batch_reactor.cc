@@ -12,10 +12,12 @@
 //
 // Bounds. Reading pauses while the bytes the stream holds reach
 // --max_stream_bytes: each Call is charged, from its read until its answer is
-// written, its request's bytes and the largest its answer can be: its Gets'
+// queued, its request's bytes and the largest its answer can be: its Gets'
 // values (at most --max_response_bytes, counted as they arrive by a
 // ResponseBudget: a Get whose value does not fit is answered
-// RESOURCE_EXHAUSTED on its own) plus kAnswerOverheadBytes per op. A client
+// RESOURCE_EXHAUSTED on its own) plus kAnswerOverheadBytes per op; from then
+// until the answer is written, what it really holds (request, values,
+// answer), so that answers of small values do not stop the reads early. A client
 // that stops reading therefore holds at most --max_stream_bytes plus one
 // Call's charge on the server, and stalls only its own stream (HTTP/2 flow
 // control stops its writes); a written Call keeps its buffers for the next
@@ -374,12 +376,21 @@ class BatchReactor final
   void Queue(Call* call) {
     grpc::Slice slice(call->answer.data(), call->answer.size());
     call->frame = grpc::ByteBuffer(&slice, 1);
+    // From here the Call holds what it holds, not what it could have held:
+    // its charge becomes the bytes it keeps until the answer is written.
+    size_t held = call->request_bytes.capacity() + call->answer.capacity() +
+                  slice.size();
+    for (const std::string& v : call->values) held += v.capacity();
     const grpc::ByteBuffer* to_write = nullptr;
+    bool resume_read = false;
     bool finish = false;
     Status final_status;
     {
       MutexLock lock(&mu_);
       --in_flight_;
+      held_bytes_ = held_bytes_ - call->charge + held;
+      call->charge = held;
+      resume_read = MayResumeReadingLocked();
       if (broken_) {
         held_bytes_ -= call->charge;
         free_.push_back(call);
@@ -394,6 +405,7 @@ class BatchReactor final
       final_status = final_status_;
     }
     if (to_write != nullptr) StartWrite(to_write);
+    if (resume_read) StartRead(&request_);
     if (finish) Finish(final_status);
   }
 

@@ -41,7 +41,8 @@ const char* PipelineOpName(v1::PipelineRequest::OpCase op) {
 // arrive on node workers in any order, queue their responses and one write is
 // in flight at a time. An op counts as in flight from its read until its
 // answer is written, charged its request's bytes and the largest answer it
-// can have (a Get: --max_value_bytes); reading pauses while
+// can have (a Get: --max_value_bytes) until it completes, then its answer's
+// bytes; reading pauses while
 // --max_pipeline_in_flight ops are in flight or their charges reach
 // --max_stream_bytes (flow control back to the client). So a client that
 // stops reading holds at most that on the server, not a queue of answers
@@ -197,13 +198,20 @@ class PipelineReactor final
                                       "serialized: ", s.error_message()));
       SerializeMessage(failed, frame.get());
     }
-    Answer answer{std::move(frame), item->charge};
+    // From here the op holds its answer's bytes only (the Item goes), and
+    // is charged those instead of the largest answer it could have had.
+    const size_t charged = item->charge;
+    Answer answer{std::move(frame), 0};
+    answer.charge = answer.frame->Length() + kAnswerOverheadBytes;
     owned.reset();
     const grpc::ByteBuffer* to_write = nullptr;
+    bool resume_read = false;
     bool finish = false;
     Status final_status;
     {
       MutexLock lock(&mu_);
+      held_bytes_ = held_bytes_ - charged + answer.charge;
+      resume_read = MayResumeReadingLocked();
       if (broken_) {
         Release(answer);
       } else {
@@ -217,6 +225,7 @@ class PipelineReactor final
       final_status = final_status_;
     }
     if (to_write != nullptr) StartWrite(to_write);
+    if (resume_read) StartRead(&request_);
     if (finish) Finish(final_status);
   }
 
