@@ -9,6 +9,7 @@
 
 #include <absl/status/status.h>
 #include <absl/strings/str_cat.h>
+#include <absl/synchronization/mutex.h>
 
 #include "service/reflection.h"
 
@@ -18,6 +19,13 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
                                               grpc::Service* service,
                                               int* port) {
   grpc::EnableDefaultHealthCheckService(true);
+  // Debian's Abseil is built without NDEBUG, so absl::Mutex, which gRPC
+  // 1.51 locks several times per call, checks every acquisition against a
+  // process-wide lock-order graph (GraphCycles, behind a global spin lock):
+  // a debugging aid that cost a unary Get 15% of its server CPU (ghz, 16
+  // calls: median 19.2 -> 16.4 us/call over 7 interleaved rounds). Our own
+  // locks are pthread's (engine/common/sync.h) and unaffected.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(
       options.listen_address,
