@@ -32,8 +32,8 @@
 
 ABSL_FLAG(std::string, targets, "furrballs@127.0.0.1:50051",
           "Comma-separated backend@host:port[@pid]; backends: furrballs, "
-          "furrballs_batched, furrballs_pipeline, furrballs_multi, redis, "
-          "memcached.");
+          "furrballs_batched, furrballs_pipeline, furrballs_multi, "
+          "furrballs_shared, redis, memcached.");
 ABSL_FLAG(int, rounds, 1, "Times the whole cell list is run.");
 ABSL_FLAG(uint64_t, records, 150000, "Records (keys) in the data set.");
 ABSL_FLAG(uint64_t, key_bytes, 24, "Key length.");
