@@ -17,15 +17,16 @@
 // ResponseBudget: a Get whose value does not fit is answered
 // RESOURCE_EXHAUSTED on its own) plus kAnswerOverheadBytes per op; from then
 // until the answer is written, what it really holds (request, values,
-// answer), so that answers of small values do not stop the reads early. A client
-// that stops reading therefore holds at most --max_stream_bytes plus one
-// Call's charge on the server, and stalls only its own stream (HTTP/2 flow
-// control stops its writes); a written Call keeps its buffers for the next
-// message only while they are small (kKeepBytes), so idle Calls hold little.
-// A message with more than --max_batch_ops ops is answered INVALID_ARGUMENT
-// before any op is built; an answer over --max_message_bytes (which the
-// limits checked at start-up rule out) would be replaced by
-// RESOURCE_EXHAUSTED. Both name the limit; the stream stays open.
+// answer), so that answers of small values do not stop the reads early. A
+// client that stops reading therefore holds at most --max_stream_bytes plus
+// one Call's charge on the server, and stalls only its own stream (HTTP/2
+// flow control stops its writes); a written Call keeps its buffers for the
+// next message only while they are small (kKeepBytes), so idle Calls hold
+// little. A message with more than --max_batch_ops ops is answered
+// INVALID_ARGUMENT before any op is built; an answer over
+// --max_message_bytes (which the limits checked at start-up rule out) would
+// be replaced by RESOURCE_EXHAUSTED. Both name the limit; the stream stays
+// open.
 //
 // gRPC reactions (StartRead/StartWrite/Finish) are issued outside mu_, since
 // gRPC may run the matching callback inline.

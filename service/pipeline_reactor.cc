@@ -42,15 +42,14 @@ const char* PipelineOpName(v1::PipelineRequest::OpCase op) {
 // in flight at a time. An op counts as in flight from its read until its
 // answer is written, charged its request's bytes and the largest answer it
 // can have (a Get: --max_value_bytes) until it completes, then its answer's
-// bytes; reading pauses while
-// --max_pipeline_in_flight ops are in flight or their charges reach
-// --max_stream_bytes (flow control back to the client). So a client that
-// stops reading holds at most that on the server, not a queue of answers
-// that grows with what it keeps sending. The stream finishes once
-// the client half-closed and every op was answered, with OK; or, after a
-// frame that does not parse, once every op read before it was answered, with
-// INVALID_ARGUMENT (nothing after that frame is read: its id is unknown, so it
-// cannot be answered on its own).
+// bytes; reading pauses while --max_pipeline_in_flight ops are in flight or
+// their charges reach --max_stream_bytes (flow control back to the client).
+// So a client that stops reading holds at most that on the server, not a
+// queue of answers that grows with what it keeps sending. The stream
+// finishes once the client half-closed and every op was answered, with OK;
+// or, after a frame that does not parse, once every op read before it was
+// answered, with INVALID_ARGUMENT (nothing after that frame is read: its id
+// is unknown, so it cannot be answered on its own).
 //
 // Frames are raw bytes (service/raw_call.h): requests are parsed here and
 // responses serialized in Complete.
