@@ -1,10 +1,12 @@
 // MultiGet and MultiSet: one RPC, one CacheOp per item, each item answered
 // with its own code; the RPC finishes when its last op completes. Both run
 // through ServeMulti, which differs between them only in how an item decodes
-// (RequestCodec) and which result message answers it.
+// (RequestCodec) and which result message answers it. A MultiGet's values
+// count against --max_response_bytes as they arrive (ResponseBudget).
 #include <atomic>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <absl/strings/str_cat.h>
@@ -12,6 +14,7 @@
 #include "service/cache_service.h"
 #include "service/raw_call.h"
 #include "service/request_codec.h"
+#include "service/response_budget.h"
 #include "service/unary_call.h"
 
 namespace furrballs::service {
@@ -25,6 +28,7 @@ using grpc::Status;
 template <typename Request, typename Response, typename Result>
 struct MultiCall {
   using Rpc = RawUnaryCall<Request, Response>;
+  static constexpr bool kReads = std::is_same_v<Result, v1::GetResponse>;
 
   std::unique_ptr<CacheOp[]> ops;
   std::atomic<size_t> remaining{0};
@@ -35,6 +39,7 @@ struct MultiCall {
   size_t count = 0;
   RequestOp request_op = RequestOp::kMultiGet;
   RequestStats::Clock::time_point start;
+  ResponseBudget budget;  // MultiGet's values
 
   // Called once per op that will not run (rejected at submit or invalid).
   void Settle() {
@@ -58,8 +63,22 @@ struct MultiCall {
     delete this;
   }
 
-  static void Done(CacheOp*, void* context) {
-    static_cast<MultiCall*>(context)->Settle();
+  static void Done(CacheOp* op, void* context) {
+    auto* call = static_cast<MultiCall*>(context);
+    if constexpr (kReads) {
+      // The value is in the item's result already (the op's value_out);
+      // one that does not fit is dropped now, so the answer never holds it.
+      if (op->error == Error::kOk && op->get.found) {
+        const size_t i = static_cast<size_t>(op - call->ops.get());
+        if (grpc::Status s = call->budget.TakeValue(
+                op->value_out, absl::StrCat(call->what, " item ", i));
+            !s.ok()) {
+          RequestCodec::EncodeItemStatus(
+              s, call->results->Mutable(static_cast<int>(i)));
+        }
+      }
+    }
+    call->Settle();
   }
 };
 
@@ -104,6 +123,7 @@ grpc::ServerUnaryReactor* ServeMulti(CacheService* svc,
   call->what = what;
   call->request_op = op;
   call->start = start;
+  call->budget.Reset(svc->stream_limits().max_response_bytes);
   const auto deadline = SteadyDeadline(ctx);
   std::vector<bool> valid(n);
   for (size_t i = 0; i < n; ++i) {

@@ -12,14 +12,21 @@
 //
 // Bounds. Reading pauses while the bytes the stream holds reach
 // --max_stream_bytes: each Call is charged, from its read until its answer is
-// written, its request's bytes and the largest its answer can be (ops ×
-// (--max_value_bytes + kAnswerOverheadBytes), at most --max_message_bytes +
-// kAnswerOverheadBytes). A client that stops reading therefore holds at most
-// --max_stream_bytes plus one Call's charge on the server, and stalls only
-// its own stream (HTTP/2 flow control stops its writes). A message with more
-// than --max_batch_ops ops is answered INVALID_ARGUMENT before any op is
-// built; an answer over --max_message_bytes is replaced by
-// RESOURCE_EXHAUSTED. Both name the limit; the stream stays open.
+// queued, its request's bytes and the largest its answer can be: its Gets'
+// values (at most --max_response_bytes, counted as they arrive by a
+// ResponseBudget: a Get whose value does not fit is answered
+// RESOURCE_EXHAUSTED on its own) plus kAnswerOverheadBytes per op; from then
+// until the answer is written, what it really holds (request, values,
+// answer), so that answers of small values do not stop the reads early. A
+// client that stops reading therefore holds at most --max_stream_bytes plus
+// one Call's charge on the server, and stalls only its own stream (HTTP/2
+// flow control stops its writes); a written Call keeps its buffers for the
+// next message only while they are small (kKeepBytes), so idle Calls hold
+// little. A message with more than --max_batch_ops ops is answered
+// INVALID_ARGUMENT before any op is built; an answer over
+// --max_message_bytes (which the limits checked at start-up rule out) would
+// be replaced by RESOURCE_EXHAUSTED. Both name the limit; the stream stays
+// open.
 //
 // gRPC reactions (StartRead/StartWrite/Finish) are issued outside mu_, since
 // gRPC may run the matching callback inline.
@@ -41,6 +48,7 @@
 #include "service/cache_service.h"
 #include "service/raw_call.h"
 #include "service/request_codec.h"
+#include "service/response_budget.h"
 #include "service/unary_call.h"
 
 namespace furrballs::service {
@@ -49,9 +57,10 @@ namespace {
 using grpc::Status;
 using grpc::StatusCode;
 
-// What an answer needs per op beyond a Get's value: framing, id, code, and a
-// rejection's message (the longest, naming the key limit, is ~100 bytes).
-constexpr size_t kAnswerOverheadBytes = 256;
+constexpr size_t kAnswerOverheadBytes = CacheService::kAnswerOverheadBytes;
+// A written Call keeps buffers up to this size for its next message; larger
+// ones (large values) are freed, since they are no longer charged.
+constexpr size_t kKeepBytes = size_t{256} << 10;
 
 class BatchReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -114,6 +123,7 @@ class BatchReactor final
       Call* written = outbox_.front();
       outbox_.pop_front();
       held_bytes_ -= written->charge;
+      Trim(written);
       free_.push_back(written);
       if (!ok) broken_ = true;  // client went away: drop what is left
       if (broken_) {
@@ -155,7 +165,10 @@ class BatchReactor final
     std::vector<OpView> views;
     std::vector<CacheOp> ops;
     std::vector<std::string> values;  // Gets' values, indexed like ops
-    std::vector<grpc::Status> rejected;  // decode errors, indexed like ops
+    // Indexed like ops: why an op was not submitted (a decode error), or
+    // why a Get's value was dropped (over the budget); else OK.
+    std::vector<grpc::Status> rejected;
+    ResponseBudget budget;  // the Gets' values
     std::vector<CacheOp*> by_node;
     std::vector<uint32_t> node_of;
     std::vector<uint32_t> node_start;
@@ -187,6 +200,20 @@ class BatchReactor final
     return true;
   }
 
+  // Frees a written Call's large buffers: they are charged only while its
+  // message is in flight, and a stream keeps its Calls until it ends.
+  static void Trim(Call* call) {
+    if (call->answer.capacity() <= kKeepBytes &&
+        call->request_bytes.capacity() <= kKeepBytes) {
+      return;
+    }
+    std::string().swap(call->answer);
+    std::string().swap(call->request_bytes);
+    for (std::string& v : call->values) {
+      if (v.capacity() > kKeepBytes) std::string().swap(v);
+    }
+  }
+
   Call* TakeCall() {
     MutexLock lock(&mu_);
     if (!free_.empty()) {
@@ -210,9 +237,8 @@ class BatchReactor final
     const CacheService::StreamLimits& limits = service_->stream_limits();
     const size_t value_bytes = service_->limits().max_value_bytes;
     const size_t answer_bound =
-        std::min(op_count * (value_bytes + kAnswerOverheadBytes),
-                 limits.max_message_bytes) +
-        kAnswerOverheadBytes;
+        std::min(op_count * value_bytes, limits.max_response_bytes) +
+        (op_count + 1) * kAnswerOverheadBytes;
     call->charge = call->request_bytes.size() + answer_bound;
     MutexLock lock(&mu_);
     ++in_flight_;
@@ -241,6 +267,7 @@ class BatchReactor final
     call->by_node.resize(n);
     const int nodes = service_->dispatcher()->queue_count();
     call->node_start.assign(static_cast<size_t>(nodes) + 1, 0);
+    call->budget.Reset(service_->stream_limits().max_response_bytes);
     CacheOp::Clock::time_point deadline = SteadyDeadline(ctx_);
     if (call->timeout_ms > 0) {
       deadline = std::min(deadline, call->start + std::chrono::milliseconds(
@@ -281,8 +308,19 @@ class BatchReactor final
     Settle(call);
   }
 
-  static void OpDone(CacheOp*, void* context) {
-    Settle(static_cast<Call*>(context));
+  static void OpDone(CacheOp* op, void* context) {
+    auto* call = static_cast<Call*>(context);
+    // A value that does not fit the answer is dropped at once, so that the
+    // Call never holds more than the budget.
+    if (op->kind == OpKind::kGet && op->error == Error::kOk && op->get.found) {
+      const size_t i = static_cast<size_t>(op - call->ops.data());
+      if (Status s = call->budget.TakeValue(&call->values[i],
+                                              absl::StrCat("Batch op ", i));
+          !s.ok()) {
+        call->rejected[i] = std::move(s);
+      }
+    }
+    Settle(call);
   }
 
   static void Settle(Call* call) {
@@ -303,16 +341,16 @@ class BatchReactor final
     for (size_t i = 0; i < n; ++i) {
       const CacheOp& op = call->ops[i];
       const uint64_t id = call->views[i].id;
-      if (op.on_done != nullptr && !op.deadline_exceeded &&
-          op.error == Error::kOk) {
+      if (op.on_done != nullptr && call->rejected[i].ok() &&
+          !op.deadline_exceeded && op.error == Error::kOk) {
         AppendOpAnswer(RequestCodec::Answer(op, StatusCode::OK, {}, id,
                                             call->values[i]),
                        &answer);
         continue;
       }
-      // A rejected op (never submitted) or a failed one; the only path
-      // that allocates, for its message.
-      const Status failed = op.on_done == nullptr
+      // A rejected op (never submitted or over the budget) or a failed
+      // one; the only path that allocates, for its message.
+      const Status failed = !call->rejected[i].ok()
                                 ? call->rejected[i]
                                 : codec.StatusOf(op, "Batch");
       const std::string message = failed.error_message();
@@ -339,12 +377,21 @@ class BatchReactor final
   void Queue(Call* call) {
     grpc::Slice slice(call->answer.data(), call->answer.size());
     call->frame = grpc::ByteBuffer(&slice, 1);
+    // From here the Call holds what it holds, not what it could have held:
+    // its charge becomes the bytes it keeps until the answer is written.
+    size_t held = call->request_bytes.capacity() + call->answer.capacity() +
+                  slice.size();
+    for (const std::string& v : call->values) held += v.capacity();
     const grpc::ByteBuffer* to_write = nullptr;
+    bool resume_read = false;
     bool finish = false;
     Status final_status;
     {
       MutexLock lock(&mu_);
       --in_flight_;
+      held_bytes_ = held_bytes_ - call->charge + held;
+      call->charge = held;
+      resume_read = MayResumeReadingLocked();
       if (broken_) {
         held_bytes_ -= call->charge;
         free_.push_back(call);
@@ -359,6 +406,7 @@ class BatchReactor final
       final_status = final_status_;
     }
     if (to_write != nullptr) StartWrite(to_write);
+    if (resume_read) StartRead(&request_);
     if (finish) Finish(final_status);
   }
 

@@ -1,6 +1,9 @@
 #include "service/cache_service.h"
 
 #include <optional>
+#include <string>
+
+#include <absl/strings/str_cat.h>
 
 #include "service/raw_call.h"
 #include "service/request_codec.h"
@@ -17,6 +20,29 @@ CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
                             engine->options().max_value_bytes}),
       stream_limits_(stream_limits),
       auth_(auth) {}
+
+std::string CacheService::CheckStreamLimits(const StreamLimits& limits,
+                                            size_t max_value_bytes) {
+  if (limits.max_response_bytes < max_value_bytes) {
+    return absl::StrCat("--max_response_bytes=", limits.max_response_bytes,
+                        " cannot carry one value of --max_value_bytes=",
+                        max_value_bytes);
+  }
+  // Bounded first, so that the sum below cannot wrap.
+  const size_t framing_bound = limits.max_message_bytes / kAnswerOverheadBytes;
+  if (limits.max_batch_ops > framing_bound ||
+      limits.max_response_bytes >
+          limits.max_message_bytes -
+              limits.max_batch_ops * kAnswerOverheadBytes) {
+    return absl::StrCat(
+        "--max_response_bytes=", limits.max_response_bytes,
+        " plus the framing of --max_batch_ops=", limits.max_batch_ops,
+        " answers (", kAnswerOverheadBytes,
+        " bytes each) does not fit in --max_message_bytes=",
+        limits.max_message_bytes);
+  }
+  return "";
+}
 
 grpc::Status CacheService::Admit(const std::optional<TokenDigest>& token,
                                  Access need, absl::string_view what) const {

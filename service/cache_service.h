@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstddef>
 #include <optional>
+#include <string>
 
 #include <absl/strings/string_view.h>
 
@@ -64,12 +65,28 @@ class CacheService final : public RawCacheService {
     // Operations in one Batch message, and keys or items in one MultiGet or
     // MultiSet; more is INVALID_ARGUMENT, before anything is built.
     size_t max_batch_ops = 4096;
-    // Bytes a Batch stream holds (requests read and answers not yet
-    // written) before it stops reading (service/batch_reactor.cc).
+    // Bytes a Batch or Pipeline stream holds (requests read and answers
+    // not yet written) before it stops reading (service/batch_reactor.cc,
+    // service/pipeline_reactor.cc).
     size_t max_stream_bytes = size_t{64} << 20;
-    // The largest message; a Batch answer over it is RESOURCE_EXHAUSTED.
+    // Bytes of values one MultiGet or Batch answer carries; a Get whose
+    // value would take it over is answered RESOURCE_EXHAUSTED on its own
+    // (service/response_budget.h). At least max_value_bytes, and with the
+    // answer's framing (kAnswerOverheadBytes per op) at most
+    // max_message_bytes.
+    size_t max_response_bytes = size_t{4} << 20;
+    // The largest message (set from ServerOptions::max_message_bytes).
     size_t max_message_bytes = size_t{16} << 20;
   };
+
+  // What an answer needs per op beyond a Get's value: framing, id, code and
+  // version, and a rejection's message (the longest, naming the key limit,
+  // is ~100 bytes).
+  static constexpr size_t kAnswerOverheadBytes = 256;
+  // A reason why `limits` cannot work together with values of up to
+  // `max_value_bytes`, naming the flags; empty when they can.
+  static std::string CheckStreamLimits(const StreamLimits& limits,
+                                       size_t max_value_bytes);
 
   // `engine` and `dispatcher` must outlive the service, and so must `auth`
   // when given: then every Cache call needs a bearer token it accepts

@@ -359,10 +359,28 @@ class Fuzzer {
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(20));
     auto stream = s.stub->Pipeline(&ctx);
+    // Every frame's id, before any is sent; a frame that cannot be sent
+    // ends the stream with an error, which Finish reports.
     std::multiset<uint64_t> ids;
+    for (const v1::PipelineRequest& req : frames) ids.insert(req.id());
+    // Answers are read while frames are written, as a client must: the
+    // server stops reading once max_pipeline_in_flight answers are unwritten,
+    // and the in-process transport writes an answer only into a read.
+    std::thread reader([&] {
+      v1::PipelineResponse resp;
+      while (stream->Read(&resp)) {
+        const auto it = ids.find(resp.id());
+        Check(it != ids.end(), "a Pipeline answer to no request (or twice)");
+        ids.erase(it);
+        Check(Documented(resp.code()), "undocumented Pipeline code " +
+                                           std::to_string(resp.code()) +
+                                           ": " + resp.message());
+        Check(resp.code() == 0 || !resp.message().empty(),
+              "a failed Pipeline op without a message");
+      }
+    });
     for (const v1::PipelineRequest& req : frames) {
       if (!stream->Write(req)) break;
-      ids.insert(req.id());
       for (const std::string* key :
            {&req.get().key(), &req.set().key(), &req.delete_().key(),
             &req.touch().key()}) {
@@ -373,17 +391,7 @@ class Fuzzer {
       }
     }
     stream->WritesDone();
-    v1::PipelineResponse resp;
-    while (stream->Read(&resp)) {
-      const auto it = ids.find(resp.id());
-      Check(it != ids.end(), "a Pipeline answer to no request (or twice)");
-      ids.erase(it);
-      Check(Documented(resp.code()), "undocumented Pipeline code " +
-                                         std::to_string(resp.code()) + ": " +
-                                         resp.message());
-      Check(resp.code() == 0 || !resp.message().empty(),
-            "a failed Pipeline op without a message");
-    }
+    reader.join();
     const grpc::Status st = stream->Finish();
     Check(st.ok(), "the Pipeline stream ended with " +
                        std::to_string(st.error_code()) + ": " +

@@ -114,10 +114,19 @@ ABSL_FLAG(uint64_t, max_batch_ops, 4096,
           "MultiGet or MultiSet; more is INVALID_ARGUMENT, answered before "
           "anything is built for it.");
 ABSL_FLAG(uint64_t, max_stream_bytes, 64 << 20,
-          "Bytes one Batch stream may hold (requests read and answers not "
-          "yet written; a read message is counted with the largest answer "
-          "it can have) before the server stops reading it: a client that "
-          "stops reading holds at most this plus one message's share.");
+          "Bytes one Batch or Pipeline stream may hold (requests read and "
+          "answers not yet written; a read message or op is counted with "
+          "the largest answer it can have) before the server stops reading "
+          "it: a client that stops reading holds at most this plus one "
+          "message's share.");
+ABSL_FLAG(uint64_t, max_response_bytes, 4 << 20,
+          "Bytes of values one MultiGet or Batch answer carries: a Get whose "
+          "value would take the answer over it is answered "
+          "RESOURCE_EXHAUSTED on its own (the values that fit are answered), "
+          "counted as the values are read, so an answer is never built "
+          "larger. At least --max_value_bytes; with 256 bytes of framing per "
+          "op of --max_batch_ops it must fit in --max_message_bytes. 4 MiB "
+          "is also what gRPC clients accept by default.");
 ABSL_FLAG(uint64_t, keepalive_min_ping_ms, 10000,
           "Clients pinging more often than this are disconnected.");
 ABSL_FLAG(uint64_t, shutdown_deadline_ms, 10000,
@@ -336,6 +345,8 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
       absl::GetFlag(FLAGS_max_pipeline_in_flight);
   o.stream_limits.max_batch_ops = absl::GetFlag(FLAGS_max_batch_ops);
   o.stream_limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
+  o.stream_limits.max_response_bytes =
+      absl::GetFlag(FLAGS_max_response_bytes);
   if (o.stream_limits.max_pipeline_in_flight == 0 ||
       o.stream_limits.max_batch_ops == 0 ||
       o.stream_limits.max_stream_bytes == 0) {

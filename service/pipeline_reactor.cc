@@ -19,6 +19,8 @@ namespace {
 using grpc::Status;
 using grpc::StatusCode;
 
+constexpr size_t kAnswerOverheadBytes = CacheService::kAnswerOverheadBytes;
+
 const char* PipelineOpName(v1::PipelineRequest::OpCase op) {
   switch (op) {
     case v1::PipelineRequest::kGet:
@@ -35,14 +37,19 @@ const char* PipelineOpName(v1::PipelineRequest::OpCase op) {
   return "Pipeline";
 }
 
-// The Pipeline stream. Reads are processed as they arrive, up to
-// max_in_flight ops at once (then reading pauses: flow control back to the
-// client); completions, which arrive on node workers in any order, queue their
-// responses and one write is in flight at a time. The stream finishes once
-// the client half-closed and every op was answered, with OK; or, after a
-// frame that does not parse, once every op read before it was answered, with
-// INVALID_ARGUMENT (nothing after that frame is read: its id is unknown, so it
-// cannot be answered on its own).
+// The Pipeline stream. Reads are processed as they arrive; completions, which
+// arrive on node workers in any order, queue their responses and one write is
+// in flight at a time. An op counts as in flight from its read until its
+// answer is written, charged its request's bytes and the largest answer it
+// can have (a Get: --max_value_bytes) until it completes, then its answer's
+// bytes; reading pauses while --max_pipeline_in_flight ops are in flight or
+// their charges reach --max_stream_bytes (flow control back to the client).
+// So a client that stops reading holds at most that on the server, not a
+// queue of answers that grows with what it keeps sending. The stream
+// finishes once the client half-closed and every op was answered, with OK;
+// or, after a frame that does not parse, once every op read before it was
+// answered, with INVALID_ARGUMENT (nothing after that frame is read: its id
+// is unknown, so it cannot be answered on its own).
 //
 // Frames are raw bytes (service/raw_call.h): requests are parsed here and
 // responses serialized in Complete.
@@ -64,6 +71,7 @@ class PipelineReactor final
     }
     ++frames_read_;
     auto item = std::make_unique<Item>();
+    item->charge = request_.Length() + kAnswerOverheadBytes;
     item->start = RequestStats::Clock::now();
     item->reactor = this;
     const bool parsed = ParseMessage(request_, &item->request);
@@ -75,12 +83,16 @@ class PipelineReactor final
       return;
     }
     item->response.set_id(item->request.id());
+    if (item->request.has_get()) {
+      item->charge += service_->limits().max_value_bytes;
+    }
     Status s = Prepare(*item);
     bool read_more;
     {
       MutexLock lock(&mu_);
       ++in_flight_;
-      read_more = in_flight_ < service_->max_pipeline_in_flight();
+      held_bytes_ += item->charge;
+      read_more = !OverLimitsLocked();
       if (!read_more) reading_paused_ = true;
     }
     if (!s.ok()) {
@@ -96,22 +108,32 @@ class PipelineReactor final
 
   void OnWriteDone(bool ok) override {
     const grpc::ByteBuffer* next = nullptr;
+    bool resume_read = false;
     bool finish = false;
     Status final_status;
     {
       MutexLock lock(&mu_);
+      Release(outbox_.front());
       outbox_.pop_front();
       if (!ok) broken_ = true;  // client went away: drop what is left
-      if (broken_) outbox_.clear();
+      if (broken_) {
+        // A paused read will not be started again: the stream ends once
+        // the ops in flight are done.
+        if (reading_paused_) reads_done_ = true;
+        for (const Answer& a : outbox_) Release(a);
+        outbox_.clear();
+      }
       if (!outbox_.empty()) {
-        next = outbox_.front().get();
+        next = outbox_.front().frame.get();
       } else {
         writing_ = false;
-        finish = ShouldFinishLocked();
-        final_status = final_status_;
       }
+      resume_read = MayResumeReadingLocked();
+      finish = ShouldFinishLocked();
+      final_status = final_status_;
     }
     if (next != nullptr) StartWrite(next);
+    if (resume_read) StartRead(&request_);
     if (finish) Finish(final_status);
   }
 
@@ -124,6 +146,13 @@ class PipelineReactor final
     v1::PipelineResponse response;
     CacheOp op;
     RequestStats::Clock::time_point start;  // when its read completed
+    size_t charge = 0;  // bytes counted against --max_stream_bytes
+  };
+
+  // An answer waiting to be written, with its op's charge.
+  struct Answer {
+    std::unique_ptr<grpc::ByteBuffer> frame;
+    size_t charge = 0;
   };
 
   Status Prepare(Item& item) {
@@ -168,23 +197,27 @@ class PipelineReactor final
                                       "serialized: ", s.error_message()));
       SerializeMessage(failed, frame.get());
     }
+    // From here the op holds its answer's bytes only (the Item goes), and
+    // is charged those instead of the largest answer it could have had.
+    const size_t charged = item->charge;
+    Answer answer{std::move(frame), 0};
+    answer.charge = answer.frame->Length() + kAnswerOverheadBytes;
+    owned.reset();
     const grpc::ByteBuffer* to_write = nullptr;
     bool resume_read = false;
     bool finish = false;
     Status final_status;
     {
       MutexLock lock(&mu_);
-      --in_flight_;
-      if (reading_paused_ && !reads_done_ &&
-          in_flight_ < service_->max_pipeline_in_flight()) {
-        reading_paused_ = false;
-        resume_read = true;
-      }
-      if (!broken_) {
-        outbox_.push_back(std::move(frame));
+      held_bytes_ = held_bytes_ - charged + answer.charge;
+      resume_read = MayResumeReadingLocked();
+      if (broken_) {
+        Release(answer);
+      } else {
+        outbox_.push_back(std::move(answer));
         if (!writing_) {
           writing_ = true;
-          to_write = outbox_.front().get();
+          to_write = outbox_.front().frame.get();
         }
       }
       finish = ShouldFinishLocked();
@@ -221,6 +254,23 @@ class PipelineReactor final
                      "was read"));
   }
 
+  // An answer was written or dropped: its op is no longer in flight.
+  void Release(const Answer& answer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    --in_flight_;
+    held_bytes_ -= answer.charge;
+  }
+
+  bool OverLimitsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return in_flight_ >= service_->max_pipeline_in_flight() ||
+           held_bytes_ >= service_->stream_limits().max_stream_bytes;
+  }
+
+  bool MayResumeReadingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!reading_paused_ || reads_done_ || OverLimitsLocked()) return false;
+    reading_paused_ = false;
+    return true;
+  }
+
   bool ShouldFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || !reads_done_ || in_flight_ != 0 || writing_ ||
         !outbox_.empty()) {
@@ -240,7 +290,8 @@ class PipelineReactor final
   uint64_t frames_read_ = 0;
 
   Mutex mu_;
-  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // read, answer not written
+  size_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // their charges
   bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -248,7 +299,7 @@ class PipelineReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   // The stream's final status: OK, or why it ended early.
   Status final_status_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::unique_ptr<grpc::ByteBuffer>> outbox_ ABSL_GUARDED_BY(mu_);
+  std::deque<Answer> outbox_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <absl/status/status.h>
 #include <absl/strings/str_cat.h>
+#include <absl/synchronization/mutex.h>
 
 #include "service/reflection.h"
 
@@ -18,6 +19,13 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
                                               grpc::Service* service,
                                               int* port) {
   grpc::EnableDefaultHealthCheckService(true);
+  // Debian's Abseil is built without NDEBUG, so absl::Mutex, which gRPC
+  // 1.51 locks several times per call, checks every acquisition against a
+  // process-wide lock-order graph (GraphCycles, behind a global spin lock):
+  // a debugging aid that cost a unary Get 15% of its server CPU (ghz, 16
+  // calls: median 19.2 -> 16.4 us/call over 7 interleaved rounds). Our own
+  // locks are pthread's (engine/common/sync.h) and unaffected.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(
       options.listen_address,
@@ -45,6 +53,13 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options) {
   std::unique_ptr<Server> server(new Server(options));
+  CacheService::StreamLimits stream_limits = options.stream_limits;
+  stream_limits.max_message_bytes = options.max_message_bytes;
+  if (std::string why = CacheService::CheckStreamLimits(
+          stream_limits, options.engine.max_value_bytes);
+      !why.empty()) {
+    return absl::InvalidArgumentError(why);
+  }
   // Bad security files fail here, before the engine takes its memory.
   absl::StatusOr<std::string> tls = CheckTlsFiles(options.tls);
   if (!tls.ok()) return tls.status();
@@ -63,8 +78,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   server->engine_ = std::move(*engine);
   server->dispatcher_ =
       std::make_unique<Dispatcher>(server->engine_.get(), options.dispatch);
-  CacheService::StreamLimits stream_limits = options.stream_limits;
-  stream_limits.max_message_bytes = options.max_message_bytes;
   server->service_ = std::make_unique<CacheService>(
       server->engine_.get(), server->dispatcher_.get(), stream_limits,
       server->auth_.get());

@@ -2,12 +2,14 @@
 #include "bench/engine/ycsb_runner.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,6 +167,27 @@ int64_t ReadRssBytes(int pid) {
     return kib * 1024;
   }
   return -1;
+}
+
+double ReadCpuSeconds(int pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(stat)),
+                   std::istreambuf_iterator<char>());
+  // The command name (field 2) may hold spaces; the fields after its ')'
+  // start with the state (field 3), so utime and stime (14, 15) are the
+  // 12th and 13th.
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return -1;
+  const std::vector<std::string> fields = absl::StrSplit(
+      text.substr(paren + 1), ' ', absl::SkipEmpty());
+  uint64_t utime = 0;
+  uint64_t stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
+      !absl::SimpleAtoi(fields[12], &stime)) {
+    return -1;
+  }
+  return static_cast<double>(utime + stime) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory) {

@@ -112,6 +112,9 @@ absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory)
 // VmRSS in bytes of process `pid` (0: this process), from
 // /proc/<pid>/status; -1 if unreadable.
 int64_t ReadRssBytes(int pid = 0);
+// User + system CPU seconds of process `pid` (every thread), from
+// /proc/<pid>/stat; -1 if unreadable.
+double ReadCpuSeconds(int pid);
 
 }  // namespace furrballs::bench
 

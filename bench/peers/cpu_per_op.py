@@ -29,15 +29,6 @@ import servers as srv  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VALUE_BYTES = 64
 KEYS = 1000
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
 
 def run(argv, log, timeout=600):
     log.write("$ %s\n" % " ".join(argv))
@@ -55,9 +46,9 @@ def run(argv, log, timeout=600):
 def measure(pid, fn):
     """Runs fn() (which returns the key operations it did) and returns
     (ops, server CPU seconds, wall seconds, load average at the end)."""
-    c0, t0 = cpu_seconds(pid), time.time()
+    c0, t0 = srv.cpu_seconds(pid), time.time()
     ops = fn()
-    c1, t1 = cpu_seconds(pid), time.time()
+    c1, t1 = srv.cpu_seconds(pid), time.time()
     return ops, c1 - c0, t1 - t0, srv.load_average()
 
 

@@ -1,6 +1,7 @@
 // bench/peers/furrballs_clients.cc: the three ways the driver talks to a
 // Furrballs server, all through the project's C++ client (clients/cpp).
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include <absl/status/status.h>
 #include <absl/strings/str_cat.h>
 #include <absl/synchronization/blocking_counter.h>
+#include <absl/synchronization/mutex.h>
 
 #include "bench/peers/peer_client.h"
 #include "clients/cpp/client.h"
@@ -80,11 +82,15 @@ absl::StatusOr<ServerCounts> CountsOf(Client& client) {
 // a synchronous call; a larger batch starts every call asynchronously and
 // waits for all callbacks. Unary calls (furrballs), or with the client's
 // automatic batching (furrballs_batched: a batch of 16 is 16 concurrent
-// callers of one client, whose calls share Batch messages).
+// callers of one client, whose calls share Batch messages). The client may
+// be shared by several driver threads (furrballs_shared).
 class SingleOpClient : public PeerClient {
  public:
   SingleOpClient(const std::string& address, bool batching)
-      : client_(address, Options(batching)) {}
+      : owned_(std::make_shared<Client>(address, Options(batching))),
+        client_(*owned_) {}
+  explicit SingleOpClient(std::shared_ptr<Client> shared)
+      : owned_(std::move(shared)), client_(*owned_) {}
 
   absl::Status Init() { return Connect(client_); }
 
@@ -119,8 +125,24 @@ class SingleOpClient : public PeerClient {
   absl::StatusOr<ServerCounts> Counts() override { return CountsOf(client_); }
 
  private:
-  Client client_;
+  const std::shared_ptr<Client> owned_;
+  Client& client_;
 };
+
+// The one batching client of `address` that every driver thread of a cell
+// shares (made by the first thread, gone with the last), so that their
+// calls coalesce as a multi-threaded application's would.
+std::shared_ptr<Client> SharedBatchingClient(const std::string& address) {
+  static absl::Mutex mu;
+  static auto* clients = new std::map<std::string, std::weak_ptr<Client>>();
+  absl::MutexLock lock(&mu);
+  std::shared_ptr<Client> client = (*clients)[address].lock();
+  if (client == nullptr) {
+    client = std::make_shared<Client>(address, Options(/*batching=*/true));
+    (*clients)[address] = client;
+  }
+  return client;
+}
 
 // One Pipeline stream per connection, kept open for the client's lifetime.
 class PipelineClient : public PeerClient {
@@ -230,9 +252,8 @@ class MultiClient : public PeerClient {
 };
 
 template <typename T, typename... Args>
-absl::StatusOr<std::unique_ptr<PeerClient>> Make(const std::string& address,
-                                                 Args... args) {
-  auto client = std::make_unique<T>(address, args...);
+absl::StatusOr<std::unique_ptr<PeerClient>> Make(Args... args) {
+  auto client = std::make_unique<T>(std::move(args)...);
   if (absl::Status s = client->Init(); !s.ok()) return s;
   return std::unique_ptr<PeerClient>(std::move(client));
 }
@@ -257,6 +278,11 @@ absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsPipelineClient(
 absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsMultiClient(
     const std::string& address) {
   return Make<MultiClient>(address);
+}
+
+absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsSharedClient(
+    const std::string& address) {
+  return Make<SingleOpClient>(SharedBatchingClient(address));
 }
 
 }  // namespace furrballs::bench::peers

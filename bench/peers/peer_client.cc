@@ -18,7 +18,8 @@ uint64_t NowNs() {
 const std::vector<std::string>& PeerBackendNames() {
   static const auto* const kNames = new std::vector<std::string>{
       "furrballs",       "furrballs_batched", "furrballs_pipeline",
-      "furrballs_multi", "redis",             "memcached"};
+      "furrballs_multi", "furrballs_shared",  "redis",
+      "memcached"};
   return *kNames;
 }
 
@@ -28,6 +29,7 @@ absl::StatusOr<std::unique_ptr<PeerClient>> MakePeerClient(
   if (backend == "furrballs_batched") return MakeFurrballsBatchedClient(address);
   if (backend == "furrballs_pipeline") return MakeFurrballsPipelineClient(address);
   if (backend == "furrballs_multi") return MakeFurrballsMultiClient(address);
+  if (backend == "furrballs_shared") return MakeFurrballsSharedClient(address);
   if (backend == "redis") return MakeRedisClient(address);
   if (backend == "memcached") return MakeMemcachedClient(address);
   return absl::InvalidArgumentError(absl::StrCat(

@@ -3,7 +3,8 @@
 // returns when every one has been answered.
 //
 // Thread safety: thread-compatible. Each driver thread owns its own
-// PeerClient (its own connection); nothing is shared between them.
+// PeerClient (its own connection); nothing is shared between them, except
+// that the threads of furrballs_shared share one client (below).
 //
 // Depth. Execute(ops) puts all of ops.size() operations in flight at once, as
 // far as the backend's protocol allows, and records when each one was
@@ -17,6 +18,10 @@
 // - furrballs_pipeline:  the bidirectional Pipeline stream, 16 in flight.
 // - furrballs_multi:     one MultiGet for the batch's reads and one MultiSet
 //                        for its writes, both in flight together.
+// - furrballs_shared:    as furrballs_batched, but every driver thread of a
+//                        cell calls one shared client, so N threads at
+//                        depth 1 are N concurrent synchronous callers of one
+//                        client (the many-callers cells of run.py).
 // - redis:               hiredis, 16 commands written before the replies are
 //                        read (RESP pipelining).
 // - memcached:           libmemcached; the batch's reads are one multi-get
@@ -94,6 +99,8 @@ absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsBatchedClient(
 absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsPipelineClient(
     const std::string& address);
 absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsMultiClient(
+    const std::string& address);
+absl::StatusOr<std::unique_ptr<PeerClient>> MakeFurrballsSharedClient(
     const std::string& address);
 absl::StatusOr<std::unique_ptr<PeerClient>> MakeRedisClient(
     const std::string& address);

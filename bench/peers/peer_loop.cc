@@ -216,6 +216,7 @@ absl::StatusOr<PeerCellResult> RunPeerCell(const ClientFactory& factory,
         }
       }
 
+      cell.executed_ops += static_cast<uint64_t>(spec.depth);
       if (batch_start < measure_from) continue;
       ++measured_batches;
       for (int j = 0; j < spec.depth; ++j) {
@@ -256,6 +257,7 @@ absl::StatusOr<PeerCellResult> RunPeerCell(const ClientFactory& factory,
     if (!r.status.ok()) return r.status;
     const PeerCellResult& c = r.cell;
     total.ops += c.ops;
+    total.executed_ops += c.executed_ops;
     total.reads += c.reads;
     total.read_hits += c.read_hits;
     total.fills += c.fills;

@@ -71,6 +71,9 @@ struct PeerCellSpec {
 
 struct PeerCellResult {
   uint64_t ops = 0;  // measured operations
+  // Every operation run, warm-up included: what the server did over the
+  // whole cell, the denominator of its CPU per operation.
+  uint64_t executed_ops = 0;
   double seconds = 0;
   double ops_per_second = 0;
   uint64_t reads = 0;      // reads, including the read half of F

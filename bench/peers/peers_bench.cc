@@ -9,7 +9,8 @@
 //   peers_bench --targets=redis@127.0.0.1:6379@4242,memcached@127.0.0.1:11211
 //     --value_bytes=64 --records=150000 --cells=A:zipfian:1:0,B:zipfian:1:20000
 //
-// A target is backend@host:port[@server pid] (the pid's VmRSS is reported).
+// A target is backend@host:port[@server pid] (the pid's VmRSS is reported,
+// and its CPU per operation of each cell).
 // A cell is workload:distribution:depth:rate — workload A, B, C, F (YCSB) or
 // S (writes only, for the redis-benchmark check); distribution zipfian or
 // uniform; depth 1 or more; rate 0 for the closed loop, else the open loop's
@@ -32,8 +33,8 @@
 
 ABSL_FLAG(std::string, targets, "furrballs@127.0.0.1:50051",
           "Comma-separated backend@host:port[@pid]; backends: furrballs, "
-          "furrballs_batched, furrballs_pipeline, furrballs_multi, redis, "
-          "memcached.");
+          "furrballs_batched, furrballs_pipeline, furrballs_multi, "
+          "furrballs_shared, redis, memcached.");
 ABSL_FLAG(int, rounds, 1, "Times the whole cell list is run.");
 ABSL_FLAG(uint64_t, records, 150000, "Records (keys) in the data set.");
 ABSL_FLAG(uint64_t, key_bytes, 24, "Key length.");
@@ -177,14 +178,22 @@ int Main() {
   for (int round = 0; round < rounds; ++round) {
     for (const CellText& cell : cells) {
       for (const Target& target : targets) {
+        const double cpu_before = target.pid > 0 ? ReadCpuSeconds(target.pid) : -1;
         absl::StatusOr<PeerCellResult> r = RunPeerCell(
             [&] { return MakePeerClient(target.backend, target.address); }, cell.spec);
+        const double cpu_after = target.pid > 0 ? ReadCpuSeconds(target.pid) : -1;
         if (!r.ok()) {
           std::fprintf(stderr, "peers_bench: %s %s: %s\n", target.backend.c_str(),
                        cell.text.c_str(), std::string(r.status().message()).c_str());
           return 1;
         }
         const PeerCellSpec& s = cell.spec;
+        // The server's CPU over the whole cell (warm-up included) per
+        // operation run in it: the steadiest figure on a shared machine.
+        const double cpu_us_per_op =
+            cpu_before >= 0 && cpu_after >= 0 && r->executed_ops > 0
+                ? (cpu_after - cpu_before) * 1e6 / static_cast<double>(r->executed_ops)
+                : -1;
         const std::string line = absl::StrCat(
             "{",
             absl::StrFormat(
@@ -199,19 +208,21 @@ int Main() {
             absl::StrFormat(
                 "\"ops\":%d,\"seconds\":%.3f,\"ops_per_second\":%.1f,\"reads\":%d,"
                 "\"read_hits\":%d,\"hit_ratio\":%.5f,\"fills\":%d,\"failed\":%d,"
-                "\"bad_values\":%d,\"server_rss_bytes\":%d,",
+                "\"bad_values\":%d,\"server_rss_bytes\":%d,"
+                "\"server_cpu_us_per_op\":%.3f,",
                 r->ops, r->seconds, r->ops_per_second, r->reads, r->read_hits,
                 r->HitRatio(), r->fills, r->failed, r->bad_values,
-                target.pid > 0 ? ReadRssBytes(target.pid) : -1),
+                target.pid > 0 ? ReadRssBytes(target.pid) : -1, cpu_us_per_op),
             LatencyJson("read", r->read_latency), ",",
             LatencyJson("update", r->update_latency), ",",
             LatencyJson("rmw", r->rmw_latency), "}\n");
         std::fputs(line.c_str(), out);
         std::fflush(out);
         std::fprintf(stderr,
-                     "peers_bench: %-18s %-20s %9.0f ops/s  read p50 %.1f us p99 %.1f us"
-                     "  hit %.3f  failed %llu\n",
+                     "peers_bench: %-18s %-20s %9.0f ops/s  server %.2f us/op  read p50 "
+                     "%.1f us p99 %.1f us  hit %.3f  failed %llu\n",
                      target.backend.c_str(), cell.text.c_str(), r->ops_per_second,
+                     cpu_us_per_op,
                      r->read_latency.Percentile(0.5) / 1e3,
                      r->read_latency.Percentile(0.99) / 1e3, r->HitRatio(),
                      static_cast<unsigned long long>(r->failed));

@@ -28,8 +28,8 @@ import subprocess
 import sys
 import time
 
-from servers import (Progress, Servers, deb_version, load_average, machine_basics,
-                     rss_bytes, tool_version)
+from servers import (Progress, Servers, cpu_seconds, deb_version, load_average,
+                     machine_basics, rss_bytes, tool_version)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 YCSB_DIR = os.path.join(ROOT, "bench", "ycsb")
@@ -46,6 +46,8 @@ MODES = {
                       "B:zipfian:1:{rate}"],
         depth16_cells=["A:zipfian:16:0", "B:zipfian:16:0", "C:zipfian:16:0",
                        "F:zipfian:16:0"],
+        caller_counts=[16, 64], caller_cells=["C:zipfian:1:0", "A:zipfian:1:0"],
+        caller_values=[64], rounds=3,
         validation_seconds=2.0, rb_requests=60000,
         ycsb_records=50000, ycsb_ops=100000, ycsb_workloads="abcf",
         ycsb_max_seconds=45, ghz_seconds=10),
@@ -54,6 +56,8 @@ MODES = {
         memory_mb=64, open_rate=2000,
         depth1_cells=["A:zipfian:1:0", "B:zipfian:1:{rate}"],
         depth16_cells=["C:zipfian:16:0"],
+        caller_counts=[16, 64], caller_cells=["C:zipfian:1:0"], caller_values=[64],
+        rounds=1,
         validation_seconds=1.0, rb_requests=10000,
         ycsb_records=5000, ycsb_ops=5000, ycsb_workloads="ac",
         ycsb_max_seconds=20, ghz_seconds=2),
@@ -67,6 +71,11 @@ FURRBALLS_BACKENDS = ["furrballs", "furrballs_pipeline", "furrballs_multi",
 # Column prefixes of each Furrballs client in the report's ratio table.
 BACKEND_ABBREVIATIONS = {"furrballs": "FB", "furrballs_pipeline": "FBp",
                          "furrballs_multi": "FBm", "furrballs_batched": "FBb"}
+# Many callers through one client: N driver threads at depth 1 share one
+# Furrballs client with automatic batching (furrballs_shared, the Batch
+# stream); Redis and memcached get one connection per thread, as their
+# clients would.
+CALLER_BACKENDS = ["furrballs_shared", "redis", "memcached"]
 # The redis-benchmark check passes when the driver's throughput is within this
 # fraction of redis-benchmark's, at every depth and command.
 VALIDATION_TOLERANCE = 0.25
@@ -146,17 +155,27 @@ def phase_driver(cfg, servers, bin_dir, out_dir, progress):
         fb_targets = ["%s@%s@%d" % (b, fb_addr, fb_pid) for b in FURRBALLS_BACKENDS]
         peers = ["redis@%s@%d" % (rd_addr, rd_pid), "memcached@%s@%d" % (mc_addr, mc_pid)]
         common = ["--records=%d" % cfg["records"], "--value_bytes=%d" % value_bytes,
-                  "--threads=%d" % cfg["threads"], "--seconds=%g" % cfg["seconds"],
-                  "--warmup_seconds=%g" % cfg["warmup"], "--out=" + jsonl]
+                  "--seconds=%g" % cfg["seconds"], "--warmup_seconds=%g" % cfg["warmup"],
+                  "--rounds=%d" % cfg["rounds"], "--out=" + jsonl]
+        threads = ["--threads=%d" % cfg["threads"]]
         log = os.path.join(out_dir, "logs", "driver-%s.log" % tag)
         cells1 = [c.format(rate=cfg["open_rate"]) for c in cfg["depth1_cells"]]
         run([driver, "--targets=" + ",".join(fb_targets[:2] + peers),
-             "--cells=" + ",".join(cells1), "--load"] + common, log)
+             "--cells=" + ",".join(cells1), "--load"] + common + threads, log)
         rss_after_load = {s: rss_bytes(addr[s][1]) for s in SYSTEMS}
         progress.step("driver, %d B values: %d depth-1 cells x 4 clients done; "
                       "depth-16 cells" % (value_bytes, len(cells1)))
         run([driver, "--targets=" + ",".join(fb_targets + peers),
-             "--cells=" + ",".join(cfg["depth16_cells"]), "--load=false"] + common, log)
+             "--cells=" + ",".join(cfg["depth16_cells"]), "--load=false"] + common +
+            threads, log)
+        if value_bytes in cfg["caller_values"]:
+            callers = ["%s@%s@%d" % (CALLER_BACKENDS[0], fb_addr, fb_pid)] + peers
+            for n in cfg["caller_counts"]:
+                progress.note("driver, %d B values: %d callers through one client" %
+                              (value_bytes, n))
+                run([driver, "--targets=" + ",".join(callers),
+                     "--cells=" + ",".join(cfg["caller_cells"]), "--load=false",
+                     "--threads=%d" % n] + common, log)
         for system in SYSTEMS:
             rss.append({"value_bytes": value_bytes, "system": system,
                         "rss_after_load_bytes": rss_after_load[system],
@@ -289,14 +308,16 @@ def phase_ghz(cfg, servers, out_dir, progress):
     key = "Z2h6LWtleQ=="  # "ghz-key"
     value = base64.b64encode(b"v" * 64).decode()
     for system in ["furrballs", "empty"]:
-        address, _pid = servers.start(system, cfg["memory_mb"], "ghz",
-                                       ["--expected_item_bytes=88"])
+        address, pid = servers.start(system, cfg["memory_mb"], "ghz",
+                                      ["--expected_item_bytes=88"])
         run([ghz, "--insecure", "--call", "furrballs.v1.Cache/Set", "-d",
              json.dumps({"key": key, "value": value}), "--total", "1", address], log)
+        cpu0 = cpu_seconds(pid)
         text = run([ghz, "--insecure", "--call", "furrballs.v1.Cache/Get", "-d",
                     json.dumps({"key": key}), "--concurrency", "16", "--connections", "4",
                     "-z", "%ds" % cfg["ghz_seconds"], "--timeout", "10s",
                     "--format", "json", address], log, timeout=cfg["ghz_seconds"] + 120)
+        cpu = cpu_seconds(pid) - cpu0
         servers.stop(system)
         r = json.loads(text)
         lat = {int(d["percentage"]): d["latency"] / 1e3
@@ -305,7 +326,8 @@ def phase_ghz(cfg, servers, out_dir, progress):
                      "count": r.get("count", 0),
                      "ok": (r.get("statusCodeDistribution") or {}).get("OK", 0),
                      "p50_us": lat.get(50), "p99_us": lat.get(99),
-                     "average_us": r.get("average", 0) / 1e3})
+                     "average_us": r.get("average", 0) / 1e3,
+                     "server_cpu_us_per_op": cpu * 1e6 / max(r.get("count", 0), 1)})
     with open(os.path.join(out_dir, "ghz.json"), "w") as f:
         json.dump(rows, f, indent=1)
 
@@ -323,6 +345,10 @@ def ratio(a, b):
 
 def fmt_ops(x):
     return "%.0f" % x if x is not None else "n/a"
+
+
+def fmt_cpu(x):
+    return "%.2f" % x if x is not None and x >= 0 else "n/a"
 
 
 def write_driver_csv(rows, path):
@@ -451,15 +477,19 @@ def make_plots(out_dir, driver, rss, ycsb, ghz):
         plt.close(fig)
 
 
-def write_summary(out_dir, driver, ycsb, ghz, ops_of, command):
+def write_summary(out_dir, driver, callers, ycsb, ghz, ops_of, command):
     """summary.md: the table docs/peers_bench.md and the README quote."""
     S = ["| value | workload | keys | depth | Redis ops/s | memcached ops/s | Furrballs "
          "ops/s (client) | Furrballs/Redis | Furrballs/memcached |",
          "|---|---|---|---|---|---|---|---|---|"]
+    listed = set()
     for r in driver:
         if r["backend"] != "redis" or r["loop"] != "closed":
             continue
         c, v = cell_name(r), r["value_bytes"]
+        if (c, v) in listed:  # one line per cell, not per round
+            continue
+        listed.add((c, v))
         rd, mc = ops_of("redis", c, v), ops_of("memcached", c, v)
         # Furrballs' best client for the cell: at depth 1 unary or Pipeline, at
         # depth 16 also MultiGet/MultiSet and the automatically batched client.
@@ -467,6 +497,9 @@ def write_summary(out_dir, driver, ycsb, ghz, ops_of, command):
         S.append("| %d B | %s | %s | %d | %.0f | %.0f | %.0f (%s) | %s | %s |" % (
             v, r["workload"], r["distribution"], r["depth"], rd, mc, fb, client,
             ratio(fb, rd), ratio(fb, mc)))
+    if callers:
+        S.append("")
+        S.extend(callers_section(driver, callers))
     runs = [r for r in ycsb if r["phase"] == "run"]
     if runs:
         S.append("")
@@ -555,9 +588,56 @@ def validation_section(cfg, validation):
     return L
 
 
+def median_of(rows, field, **match):
+    """The median of `field` over the rows whose fields equal `match` (cell
+    matches cell_name); None if there are none or the field is missing."""
+    cell = match.pop("cell", None)
+    m = [r[field] for r in rows
+         if all(r.get(k) == v for k, v in match.items())
+         and (cell is None or cell_name(r) == cell)
+         and r.get(field) is not None and r[field] >= 0]
+    return statistics.median(m) if m else None
+
+
+def callers_section(driver, callers):
+    """Many callers through one client: Furrballs' batching client against
+    Redis and memcached with a connection per caller, and the server CPU per
+    key op against Redis pipelining 16 (the same workload at depth 16)."""
+    fb = CALLER_BACKENDS[0]
+    L = ["| value | cell | callers | %s ops/s | redis ops/s | "
+         "memcached ops/s | FB/Redis | FB/memcached | server CPU µs/op: %s "
+         "/ redis / memcached | FB CPU / Redis -P 16 CPU (same workload, depth 16) "
+         "| FB read p50 µs |" % (fb, fb),
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for v in sorted({r["value_bytes"] for r in callers}):
+        for c in dict.fromkeys(cell_name(r) for r in callers):
+            for n in sorted({r["threads"] for r in callers}):
+                ops = {b: median_of(callers, "ops_per_second", backend=b, cell=c,
+                                    value_bytes=v, threads=n) for b in CALLER_BACKENDS}
+                cpu = {b: median_of(callers, "server_cpu_us_per_op", backend=b, cell=c,
+                                    value_bytes=v, threads=n) for b in CALLER_BACKENDS}
+                if ops[fb] is None:
+                    continue
+                p16 = median_of(driver, "server_cpu_us_per_op", backend="redis",
+                                cell=c.replace(" d1 ", " d16 "), value_bytes=v)
+                p50 = median_of(callers, "read_p50_us", backend=fb,
+                                cell=c, value_bytes=v, threads=n)
+                L.append("| %d B | %s | %d | %s | %s | %s | %s | %s | %s / %s / %s | %s | %s |" % (
+                    v, c, n, fmt_ops(ops[fb]), fmt_ops(ops["redis"]),
+                    fmt_ops(ops["memcached"]), ratio(ops[fb], ops["redis"]),
+                    ratio(ops[fb], ops["memcached"]),
+                    fmt_cpu(cpu[fb]), fmt_cpu(cpu["redis"]),
+                    fmt_cpu(cpu["memcached"]), ratio(cpu[fb], p16),
+                    "%.0f" % p50 if p50 else "n/a"))
+    return L
+
+
 def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=None):
-    driver = read_jsonl(os.path.join(out_dir, "driver.jsonl"))
-    write_driver_csv(driver, os.path.join(out_dir, "driver.csv"))
+    every_row = read_jsonl(os.path.join(out_dir, "driver.jsonl"))
+    write_driver_csv(every_row, os.path.join(out_dir, "driver.csv"))
+    # The cells at the benchmark's thread count, and the many-callers cells.
+    driver = [r for r in every_row if r["threads"] == cfg["threads"]]
+    callers = [r for r in every_row if r["threads"] != cfg["threads"]]
 
     def load_json(name):
         p = os.path.join(out_dir, name)
@@ -611,7 +691,14 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
              "`furrballs_pipeline` = the Pipeline stream, `furrballs_multi` = MultiGet + "
              "MultiSet per batch (depth 16 only), `furrballs_batched` = the same calls "
              "as `furrballs` through the client's automatic batching (depth 16 only: 16 "
-             "concurrent callers of one client share Batch messages).")
+             "concurrent callers of one client share Batch messages), `furrballs_shared` "
+             "= one batching client shared by all driver threads (the many-callers cells "
+             "below).")
+    L.append("- %d round(s) of every cell, interleaved (each round runs every cell and "
+             "system once); tables give medians over rounds. Server CPU per key op = "
+             "utime + stime of the server process (/proc/PID/stat) over the whole cell, "
+             "warm-up included, divided by the operations run in it (fills not counted)."
+             % cfg.get("rounds", 1))
     L.append("- YCSB 0.17.0 core with the bindings in bench/ycsb: %d records of 10 x 100 B "
              "fields, %d operations per workload (capped at %d s), threadcount 4, records "
              "written whole, the same properties for every system." %
@@ -648,9 +735,44 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
                 row += [fmt_ops(fb), ratio(fb, rd), ratio(fb, mc)] if fb else ["—"] * 3
             L.append("| " + " | ".join(row) + " |")
     L.append("")
-    write_summary(out_dir, driver, ycsb, ghz, ops_of, command)
+    write_summary(out_dir, driver, callers, ycsb, ghz, ops_of, command)
     L.append("![throughput](throughput.png)")
     L.append("")
+
+    L.append("## Server CPU per key operation (µs, median over rounds)")
+    L.append("")
+    L.append("The server's CPU time per operation: on a shared machine the steadiest "
+             "figure, since others' load changes how long a cell takes far more than "
+             "what an operation costs the server. Lower is better.")
+    L.append("")
+    L.append("| value | cell | redis | memcached | " +
+             " | ".join(FURRBALLS_BACKENDS) + " | best FB / Redis |")
+    L.append("|---|---|---|---|" + "---|" * len(FURRBALLS_BACKENDS) + "---|")
+    for v in sorted({r["value_bytes"] for r in driver}):
+        for c in cells:
+            cpu = {b: median_of(driver, "server_cpu_us_per_op", backend=b, cell=c,
+                                value_bytes=v) for b in ["redis", "memcached"] +
+                   FURRBALLS_BACKENDS}
+            if cpu["redis"] is None and cpu["memcached"] is None:
+                continue
+            fb = [x for x in (cpu[b] for b in FURRBALLS_BACKENDS) if x is not None]
+            L.append("| %d B | %s | %s |" % (v, c, " | ".join(
+                fmt_cpu(cpu[b]) for b in ["redis", "memcached"] + FURRBALLS_BACKENDS)) +
+                " %s |" % ratio(min(fb) if fb else None, cpu["redis"]))
+    L.append("")
+    if callers:
+        L.append("## Many callers through one client (automatic batching)")
+        L.append("")
+        L.append("N driver threads at depth 1 (N concurrent callers): for Furrballs all of "
+                 "them call one shared C++ client with automatic batching on, which "
+                 "coalesces their operations into Batch messages on one stream; Redis and "
+                 "memcached get one connection per caller (no pipelining: each caller "
+                 "waits for its answer). The CPU ratio compares Furrballs' server CPU per "
+                 "key op with Redis pipelining 16 deep in the same workload (the depth-16 "
+                 "cell above), the issue's yardstick.")
+        L.append("")
+        L.extend(callers_section(driver, callers))
+        L.append("")
 
     L.append("## Driver latency (µs): p50 / p99 / p99.9 per operation")
     L.append("")
@@ -664,10 +786,12 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
         return "%.0f / %.0f / %.0f" % (r[op + "_p50_us"], r[op + "_p99_us"],
                                        r[op + "_p999_us"])
 
-    for r in driver:
-        L.append("| %d B | %s | %s | %s | %s | %s | %.3f | %d | %d |" % (
-            r["value_bytes"], cell_name(r), r["backend"], lat(r, "read"), lat(r, "update"),
-            lat(r, "rmw"), r["hit_ratio"], r["failed"], r["bad_values"]))
+    for r in driver + callers:
+        L.append("| %d B | %s | %s%s (round %d) | %s | %s | %s | %.3f | %d | %d |" % (
+            r["value_bytes"], cell_name(r), r["backend"],
+            "" if r["threads"] == cfg["threads"] else ", %d callers" % r["threads"],
+            r["round"], lat(r, "read"), lat(r, "update"), lat(r, "rmw"), r["hit_ratio"],
+            r["failed"], r["bad_values"]))
     L.append("")
     L.append("![read latency](latency_read.png) ![update latency](latency_update.png) "
              "![rmw latency](latency_rmw.png)")
@@ -731,13 +855,14 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
              "and against `//bench/service:empty_server` (the same gRPC server build, empty "
              "handlers)." % cfg["ghz_seconds"])
     L.append("")
-    L.append("| server | Get/s | p50 µs | p99 µs | calls | OK |")
-    L.append("|---|---|---|---|---|---|")
+    L.append("| server | Get/s | p50 µs | p99 µs | calls | OK | server CPU µs/call |")
+    L.append("|---|---|---|---|---|---|---|")
     for r in ghz:
-        L.append("| %s | %.0f | %s | %s | %d | %d |" % (
+        L.append("| %s | %.0f | %s | %s | %d | %d | %s |" % (
             r["server"], r["ops_per_second"],
             "%.0f" % r["p50_us"] if r["p50_us"] else "?",
-            "%.0f" % r["p99_us"] if r["p99_us"] else "?", r["count"], r["ok"]))
+            "%.0f" % r["p99_us"] if r["p99_us"] else "?", r["count"], r["ok"],
+            fmt_cpu(r.get("server_cpu_us_per_op"))))
     if len(ghz) == 2 and ghz[1]["ops_per_second"]:
         L.append("")
         L.append("Furrballs Get reaches %.2f of the empty handler's rate." %

@@ -43,6 +43,8 @@ class ServerProcess {
   bool Kill() { return Signal(SIGKILL); }
 
   bool running() const { return pid_ > 0; }
+  // The running server's process id (for /proc), -1 when none runs.
+  pid_t pid() const { return pid_; }
   // How the last process this object started ended (a waitpid status, for
   // WIFEXITED and friends), e.g. after a Start that failed because the
   // server exited; -1 while none has ended.

@@ -1,7 +1,8 @@
 // End-to-end tests of the Batch stream on a real server on loopback (a
 // simulated 4-node topology, both dispatch modes), driven through the
 // generated stub: per-op answers in order across nodes, the limits, a frame
-// that does not parse, and a client that stops reading.
+// that does not parse, and a client that stops reading (of a Batch stream,
+// and of a Pipeline stream, which shares the byte bound).
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -52,6 +53,20 @@ class BatchTest : public ::testing::TestWithParam<DispatchMode> {
 
   void SetUp() override { StartServer(TestOptions(GetParam())); }
 
+  void Restart(const ServerOptions& options) {
+    server_.reset();
+    StartServer(options);
+  }
+
+  // Writes a value of `bytes` bytes under `key`.
+  void Put(const std::string& key, size_t bytes) {
+    v1::BatchRequest set;
+    v1::SetRequest* item = set.add_ops()->mutable_set();
+    item->set_key(key);
+    item->set_value(std::string(bytes, 'x'));
+    ASSERT_EQ(RoundTrip(set).results(0).code(), 0);
+  }
+
   // Sends `request` on a fresh stream and returns the one answer.
   v1::BatchResponse RoundTrip(const v1::BatchRequest& request) {
     ClientContext ctx;
@@ -67,10 +82,44 @@ class BatchTest : public ::testing::TestWithParam<DispatchMode> {
     return response;
   }
 
-  uint64_t BatchesAnswered(StatusCode code) const {
+  // Requests of kind `op` the server answered OK so far.
+  uint64_t Answered(RequestOp op) const {
     return server_->request_stats()
         .Snapshot()
-        .requests[static_cast<int>(RequestOp::kBatch)][code];
+        .requests[static_cast<int>(op)][StatusCode::OK];
+  }
+
+  // A client that writes `count` copies of `request` on the stream that
+  // `open` starts and never reads. Returns how many answers to `op` requests
+  // the server counted in the next two seconds: unbounded, it reads and
+  // answers them all within milliseconds (a slow machine only makes a
+  // bounded server look more bounded, never an unbounded one pass). Checks
+  // that another stream on the same connection is served meanwhile.
+  template <typename Request, typename Open>
+  uint64_t AnsweredToAClientThatStopsReading(Open open, const Request& request,
+                                             int count, RequestOp op) {
+    const uint64_t before = Answered(op);
+    ClientContext ctx;
+    auto stream = open(&ctx);
+    std::thread writer([&] {
+      for (int i = 0; i < count && stream->Write(request); ++i) {
+      }
+    });
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    uint64_t answered = 0;
+    while (std::chrono::steady_clock::now() < until &&
+           answered < static_cast<uint64_t>(count)) {
+      std::this_thread::yield();
+      answered = Answered(op) - before;
+    }
+    v1::BatchRequest other;
+    other.add_ops()->mutable_get()->set_key("v");
+    EXPECT_TRUE(RoundTrip(other).results(0).get().found());
+    ctx.TryCancel();
+    writer.join();
+    stream->Finish();
+    return answered;
   }
 
   std::unique_ptr<Server> server_;
@@ -175,14 +224,13 @@ TEST_P(BatchTest, ManyMessagesOnOneStreamAreAnsweredWithTheirIds) {
   writer.join();
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_EQ(answers, kMessages);
-  EXPECT_EQ(BatchesAnswered(StatusCode::OK), uint64_t{kMessages});
+  EXPECT_EQ(Answered(RequestOp::kBatch), uint64_t{kMessages});
 }
 
 TEST_P(BatchTest, TooManyOpsIsInvalidArgumentNamingTheLimitAndTheStreamGoesOn) {
   ServerOptions o = TestOptions(GetParam());
   o.stream_limits.max_batch_ops = 8;
-  server_.reset();
-  StartServer(o);
+  Restart(o);
 
   ClientContext ctx;
   auto stream = stub_->Batch(&ctx);
@@ -220,31 +268,93 @@ TEST_P(BatchTest, TooManyOpsIsInvalidArgumentNamingTheLimitAndTheStreamGoesOn) {
             "MultiGet: 9 items, over the limit of 8 (--max_batch_ops)");
 }
 
-TEST_P(BatchTest, AnAnswerOverTheLargestMessageIsResourceExhausted) {
+// --max_response_bytes bounds the values one answer carries, counted as the
+// Gets complete: a Get whose value does not fit is answered
+// RESOURCE_EXHAUSTED on its own, naming the limit, and the rest of the
+// message (the Gets that fit, a Set) is answered as usual.
+TEST_P(BatchTest, GetsOverTheResponseLimitFailOneByOneNamingTheLimit) {
   ServerOptions o = TestOptions(GetParam());
   o.engine.max_value_bytes = 64 << 10;
-  o.max_message_bytes = 200 << 10;
-  server_.reset();
-  StartServer(o);
+  o.stream_limits.max_response_bytes = 200 << 10;
+  Restart(o);
 
-  v1::BatchRequest set;
-  v1::SetRequest* item = set.add_ops()->mutable_set();
-  item->set_key("big");
-  item->set_value(std::string(60 << 10, 'x'));
-  ASSERT_EQ(RoundTrip(set).results(0).code(), 0);
+  Put("big", 60 << 10);
 
+  // Four values of 60 KiB: three fit in 200 KiB.
   v1::BatchRequest gets;
   for (int i = 0; i < 4; ++i) gets.add_ops()->mutable_get()->set_key("big");
-  v1::BatchResponse refused = RoundTrip(gets);
-  EXPECT_EQ(refused.code(), StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(refused.message().find("over the largest message of 204800 bytes "
-                                   "(--max_message_bytes)"),
-            std::string::npos)
-      << refused.message();
-  EXPECT_EQ(refused.results_size(), 0);
+  v1::SetRequest* also = gets.add_ops()->mutable_set();
+  also->set_key("small");
+  also->set_value("v");
+  v1::BatchResponse answer = RoundTrip(gets);
+  EXPECT_EQ(answer.code(), 0) << answer.message();
+  ASSERT_EQ(answer.results_size(), 5);
+  int found = 0;
+  int refused = 0;
+  for (int i = 0; i < 4; ++i) {
+    const v1::PipelineResponse& r = answer.results(i);
+    if (r.code() == 0) {
+      EXPECT_EQ(r.get().value().size(), size_t{60} << 10);
+      ++found;
+      continue;
+    }
+    EXPECT_EQ(r.code(), StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_NE(r.message().find("limit of 204800 bytes (--max_response_bytes)"),
+              std::string::npos)
+        << r.message();
+    EXPECT_FALSE(r.has_get());
+    ++refused;
+  }
+  EXPECT_EQ(found, 3);
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(answer.results(4).code(), 0);
+  EXPECT_GT(answer.results(4).set().version(), 0u);
 
-  gets.mutable_ops()->DeleteSubrange(0, 1);
-  EXPECT_EQ(RoundTrip(gets).results_size(), 3);
+  // MultiGet counts its values the same way, with a code per key.
+  ClientContext multi_ctx;
+  v1::MultiGetRequest multi;
+  for (int i = 0; i < 4; ++i) multi.add_keys("big");
+  v1::MultiGetResponse multi_response;
+  ASSERT_TRUE(stub_->MultiGet(&multi_ctx, multi, &multi_response).ok());
+  ASSERT_EQ(multi_response.results_size(), 4);
+  found = 0;
+  refused = 0;
+  for (const v1::GetResponse& r : multi_response.results()) {
+    if (r.code() == 0 && r.found()) {
+      EXPECT_EQ(r.value().size(), size_t{60} << 10);
+      ++found;
+      continue;
+    }
+    EXPECT_EQ(r.code(), StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_FALSE(r.found());
+    EXPECT_TRUE(r.value().empty());
+    EXPECT_NE(r.message().find("MultiGet item"), std::string::npos);
+    EXPECT_NE(r.message().find("limit of 204800 bytes (--max_response_bytes)"),
+              std::string::npos)
+        << r.message();
+    ++refused;
+  }
+  EXPECT_EQ(found, 3);
+  EXPECT_EQ(refused, 1);
+}
+
+TEST_P(BatchTest, ResponseLimitsThatCannotWorkStopTheStart) {
+  ServerOptions o = TestOptions(GetParam());
+  o.engine.max_value_bytes = 64 << 10;
+  o.stream_limits.max_response_bytes = 32 << 10;
+  auto small = Server::Start(o);
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.status().message(),
+            "--max_response_bytes=32768 cannot carry one value of "
+            "--max_value_bytes=65536");
+
+  o.stream_limits.max_response_bytes = 16 << 20;
+  auto large = Server::Start(o);
+  ASSERT_FALSE(large.ok());
+  EXPECT_EQ(large.status().message(),
+            "--max_response_bytes=16777216 plus the framing of "
+            "--max_batch_ops=4096 answers (256 bytes each) does not fit in "
+            "--max_message_bytes=16777216");
 }
 
 TEST_P(BatchTest, AFrameThatDoesNotParseEndsTheStreamWithAnError) {
@@ -278,57 +388,46 @@ TEST_P(BatchTest, AFrameThatDoesNotParseEndsTheStreamWithAnError) {
 
 // A client that writes and never reads. The server must stop reading its
 // stream once it holds --max_stream_bytes, so it answers only a bounded
-// number of messages instead of its memory growing with them. Without the bound every
-// message is read and answered within milliseconds; the test watches for
-// two seconds that this does not happen (a slow machine only makes the
-// bounded server look more bounded, never the unbounded one pass).
+// number of messages instead of its memory growing with them.
 TEST_P(BatchTest, AClientThatStopsReadingStallsOnlyItself) {
   ServerOptions o = TestOptions(GetParam());
   o.engine.max_value_bytes = 64 << 10;
   o.stream_limits.max_stream_bytes = 1 << 20;
-  server_.reset();
-  StartServer(o);
-  v1::BatchRequest set;
-  v1::SetRequest* item = set.add_ops()->mutable_set();
-  item->set_key("v");
-  item->set_value(std::string(64 << 10, 'x'));
-  ASSERT_EQ(RoundTrip(set).results(0).code(), 0);
-  const uint64_t before = BatchesAnswered(StatusCode::OK);
-
-  // Each message asks for 1 MiB of answer: 16 Gets of 64 KiB.
+  Restart(o);
+  Put("v", 64 << 10);
+  // Each message asks for 1 MiB of answer: 16 Gets of 64 KiB; 200 of them
+  // are 200 MiB of answers if all were built. The requests are small (200 ×
+  // ~100 bytes fit in HTTP/2's windows), so the client delivers them all;
+  // what the bound stops is the server reading them and building answers.
   v1::BatchRequest gets;
   for (int i = 0; i < 16; ++i) gets.add_ops()->mutable_get()->set_key("v");
-  constexpr int kMessages = 200;  // 200 MiB of answers if all were built
-  ClientContext stuck_ctx;
-  auto stuck = stub_->Batch(&stuck_ctx);
-  std::atomic<int> written{0};
-  std::thread writer([&] {
-    for (int m = 0; m < kMessages; ++m) {
-      if (!stuck->Write(gets)) return;
-      written.fetch_add(1);
-    }
-  });
-
-  // The requests are small (200 × ~100 bytes fit in HTTP/2's windows), so
-  // the client delivers them all; what the bound stops is the server
-  // reading them and building their answers.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  uint64_t answered = 0;
-  while (std::chrono::steady_clock::now() < until && answered < kMessages) {
-    std::this_thread::yield();
-    answered = BatchesAnswered(StatusCode::OK) - before;
-  }
+  const uint64_t answered = AnsweredToAClientThatStopsReading(
+      [&](ClientContext* ctx) { return stub_->Batch(ctx); }, gets, 200,
+      RequestOp::kBatch);
   // 1 MiB held, plus what gRPC's transport took once written to it.
   EXPECT_GE(answered, 1u);
-  EXPECT_LE(answered, 40u) << "of " << written.load() << " written";
-  // Other streams and calls on the same connection are served meanwhile.
-  v1::BatchRequest other;
-  other.add_ops()->mutable_get()->set_key("v");
-  EXPECT_TRUE(RoundTrip(other).results(0).get().found());
+  EXPECT_LE(answered, 40u);
+}
 
-  stuck_ctx.TryCancel();
-  writer.join();
-  stuck->Finish();
+// The Pipeline stream has the same bound: an op is in flight until its
+// answer is written, charged its request and the largest answer it can have
+// (a Get: --max_value_bytes). Before, an op stopped counting once answered,
+// so a client that kept writing and never read made the server queue every
+// answer (here 2,000 x 64 KiB).
+TEST_P(BatchTest, APipelineClientThatStopsReadingStallsOnlyItself) {
+  ServerOptions o = TestOptions(GetParam());
+  o.engine.max_value_bytes = 64 << 10;
+  o.stream_limits.max_stream_bytes = 1 << 20;
+  Restart(o);
+  Put("v", 64 << 10);
+  v1::PipelineRequest get;
+  get.mutable_get()->set_key("v");
+  const uint64_t answered = AnsweredToAClientThatStopsReading(
+      [&](ClientContext* ctx) { return stub_->Pipeline(ctx); }, get, 2000,
+      RequestOp::kPipeline);
+  // 1 MiB held (15 Gets), plus what gRPC's transport took once written.
+  EXPECT_GE(answered, 1u);
+  EXPECT_LE(answered, 200u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, BatchTest,

@@ -156,7 +156,16 @@ INSTANTIATE_TEST_SUITE_P(
                  "--page_kb=18014398509481984: more than 2^64 bytes"},
         FlagCase{"DiskPast64Bits",
                  {"--spill", "--spill_disk_mb=17592186044416"},
-                 "--spill_disk_mb=17592186044416: more than 2^64 bytes"}),
+                 "--spill_disk_mb=17592186044416: more than 2^64 bytes"},
+        FlagCase{"ResponseBelowAValue", {"--max_response_bytes=1000"},
+                 "--max_response_bytes=1000 cannot carry one value of "
+                 "--max_value_bytes=1048576"},
+        FlagCase{"ResponsePastTheMessage", {"--max_response_bytes=16777216"},
+                 "does not fit in --max_message_bytes=16777216"},
+        FlagCase{"BatchFramingPastTheMessage",
+                 {"--max_batch_ops=1000000000000"},
+                 "--max_batch_ops=1000000000000 answers (256 bytes each) "
+                 "does not fit in --max_message_bytes=16777216"}),
     [](const ::testing::TestParamInfo<FlagCase>& info) {
       return std::string(info.param.name);
     });

@@ -95,7 +95,13 @@ class CacheServicer(object):
     def MultiGet(self, request, context):
         """Reads many keys, possibly owned by different NUMA nodes. Results come
         back in request order, each with its own code: a bad key fails only
-        itself, and the RPC's status is OK unless the whole call failed.
+        itself, and the RPC's status is OK unless the whole call failed. More
+        keys than the server's --max_batch_ops fail the call INVALID_ARGUMENT.
+        The values of one answer are bounded by the server's
+        --max_response_bytes (default 4 MiB), counted as the keys are read: a
+        key whose value would take the answer over it gets RESOURCE_EXHAUSTED
+        in its own code (ask for it again in another call), the others are
+        answered. Which keys fit is not fixed when they live on several nodes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -129,10 +135,13 @@ class CacheServicer(object):
         by one BatchResponse with the same id, carrying one result per operation
         in request order; responses to different requests may arrive in any
         order. The cheapest way to send many operations: the server decodes,
-        runs and encodes a whole message at once. A request over the server's
-        limits (--max_batch_ops operations, or an answer over the largest
-        message) is answered with a code for the whole message and no results;
-        the stream stays open.
+        runs and encodes a whole message at once. A request with more than the
+        server's --max_batch_ops operations is answered INVALID_ARGUMENT for the
+        whole message, with no results; the stream stays open. The Gets' values
+        of one answer are bounded by --max_response_bytes as for MultiGet: a
+        Get whose value would take the answer over it fails alone with
+        RESOURCE_EXHAUSTED, and the other operations (writes included) are
+        answered as usual.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
