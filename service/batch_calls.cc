@@ -112,6 +112,11 @@ grpc::ServerUnaryReactor* ServeMulti(CacheService* svc,
                absl::StrCat(what, ": ", n, " items, over the limit of ",
                             max_items, " (--max_batch_ops)")));
   }
+  // One in-flight slot per item; Accept took the first.
+  if (!svc->in_flight().TryAcquire(n - 1)) {
+    return FinishCounted(svc, rpc, op, start, svc->AtInFlightLimit(what));
+  }
+  rpc->add_in_flight_slots(n - 1);
 
   auto* call = new Call;
   call->ops = std::make_unique<CacheOp[]>(n);

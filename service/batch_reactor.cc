@@ -106,7 +106,12 @@ class BatchReactor final
                                        " operations, over the limit of ",
                                        service_->stream_limits().max_batch_ops,
                                        " (--max_batch_ops)")));
+    } else if (!service_->in_flight().TryAcquire(op_count)) {
+      // A slot of the service's in-flight cap per op, all or none; the
+      // stream stays open.
+      Reject(call, service_->AtInFlightLimit("Batch"));
     } else {
+      call->in_flight_slots = op_count;
       Run(call);
     }
     if (read_more) StartRead(&request_);
@@ -178,6 +183,8 @@ class BatchReactor final
     std::string answer;
     grpc::ByteBuffer frame;
     size_t charge = 0;  // bytes counted against the stream's budget
+    // Slots of the service's in-flight cap, given back once every op ran.
+    size_t in_flight_slots = 0;
     RequestStats::Clock::time_point start;
   };
 
@@ -333,6 +340,8 @@ class BatchReactor final
   // on the thread that completed the last op (a node worker, or the reading
   // thread in direct mode).
   void Complete(Call* call) {
+    service_->in_flight().Release(call->in_flight_slots);
+    call->in_flight_slots = 0;
     const RequestCodec& codec = service_->codec();
     std::string& answer = call->answer;
     answer.clear();

@@ -5,6 +5,8 @@
 
 #include <absl/strings/str_cat.h>
 
+#include <absl/strings/str_cat.h>
+
 #include "service/raw_call.h"
 #include "service/request_codec.h"
 #include "service/unary_call.h"
@@ -19,7 +21,17 @@ CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
       codec_(engine, Limits{engine->options().max_key_bytes,
                             engine->options().max_value_bytes}),
       stream_limits_(stream_limits),
-      auth_(auth) {}
+      auth_(auth),
+      in_flight_(stream_limits.max_in_flight) {}
+
+grpc::Status CacheService::AtInFlightLimit(absl::string_view what) const {
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat(what, ": the server is at its limit of ",
+                   in_flight_.limit(),
+                   " operations in flight (--max_in_flight); retry with "
+                   "backoff"));
+}
 
 std::string CacheService::CheckStreamLimits(const StreamLimits& limits,
                                             size_t max_value_bytes) {

@@ -37,6 +37,7 @@
 #include "engine/furrball/furrball.h"
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "service/dispatcher.h"
+#include "service/in_flight_limit.h"
 #include "service/request_codec.h"
 #include "service/request_stats.h"
 #include "service/status_mapping.h"
@@ -58,7 +59,8 @@ using RawCacheService = v1::Cache::WithRawCallbackMethod_Get<
 
 class CacheService final : public RawCacheService {
  public:
-  // What one stream or batch may hold (the binary's flags of the same names).
+  // What one stream or batch, and the service as a whole, may hold (the
+  // binary's flags of the same names).
   struct StreamLimits {
     // Pipeline ops in flight per stream before reading pauses.
     size_t max_pipeline_in_flight = 256;
@@ -77,6 +79,10 @@ class CacheService final : public RawCacheService {
     size_t max_response_bytes = size_t{4} << 20;
     // The largest message (set from ServerOptions::max_message_bytes).
     size_t max_message_bytes = size_t{16} << 20;
+    // Cache operations running at once over the whole service
+    // (service/in_flight_limit.h); 0: no cap. At least max_batch_ops, so
+    // that a full Batch message can run.
+    size_t max_in_flight = 0;
   };
 
   // What an answer needs per op beyond a Get's value: framing, id, code and
@@ -152,6 +158,11 @@ class CacheService final : public RawCacheService {
     return stream_limits_.max_pipeline_in_flight;
   }
   const StreamLimits& stream_limits() const { return stream_limits_; }
+  // The cap on ops in flight: every op takes its slot once admitted, before
+  // it is parsed or decoded, and gives it back when it is answered.
+  InFlightLimit& in_flight() const { return in_flight_; }
+  // The answer to an op (or message) that found the service at that cap.
+  grpc::Status AtInFlightLimit(absl::string_view what) const;
 
   // Counts a finished request, from its handler's entry (`start`) to now;
   // called just before the RPC (or pipelined item) is finished, so a client
@@ -173,6 +184,9 @@ class CacheService final : public RawCacheService {
   const RequestCodec codec_;
   const StreamLimits stream_limits_;
   const TokenAuthenticator* const auth_;
+  // Mutable like a mutex would be: taking a slot changes nothing a caller
+  // of the service can observe but the shedding it is for.
+  mutable InFlightLimit in_flight_;
   std::atomic<bool> ready_{false};
   // Mutable like a mutex would be: recording is internally synchronized and
   // changes nothing a caller of the service can observe.

@@ -109,6 +109,19 @@ ABSL_FLAG(int, max_concurrent_streams, 1024,
           "HTTP/2 streams per client connection.");
 ABSL_FLAG(uint64_t, max_pipeline_in_flight, 256,
           "Pipeline ops in flight per stream before reading pauses.");
+ABSL_FLAG(uint64_t, max_in_flight, 16384,
+          "Cache operations running at once over the whole server (a unary "
+          "RPC is one, a MultiGet/MultiSet one per key or item, a Pipeline "
+          "frame one, a Batch message one per op). Past it a unary call is "
+          "answered RESOURCE_EXHAUSTED at once, before its body is parsed, "
+          "and so is a Pipeline op or a whole Batch message, with the "
+          "stream left open. Bounds the requests the server holds; at "
+          "least --max_batch_ops; 0: no cap.");
+ABSL_FLAG(uint64_t, grpc_memory_mb, 256,
+          "Memory gRPC may use for its connection and message buffers (a "
+          "gRPC ResourceQuota): past it gRPC shrinks its read windows and "
+          "refuses new connections instead of growing the process. Counted "
+          "apart from --memory_mb; 0: no quota (gRPC's default).");
 ABSL_FLAG(uint64_t, max_batch_ops, 4096,
           "Operations in one Batch message, and keys or items in one "
           "MultiGet or MultiSet; more is INVALID_ARGUMENT, answered before "
@@ -354,6 +367,19 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
         "--max_pipeline_in_flight, --max_batch_ops and --max_stream_bytes "
         "must be at least 1");
   }
+  o.stream_limits.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  if (o.stream_limits.max_in_flight != 0 &&
+      o.stream_limits.max_in_flight < o.stream_limits.max_batch_ops) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_in_flight=", o.stream_limits.max_in_flight,
+        ": must be 0 (no cap) or at least --max_batch_ops=",
+        o.stream_limits.max_batch_ops,
+        ", or a full Batch message could never run"));
+  }
+  const absl::StatusOr<uint64_t> grpc_memory =
+      Bytes("grpc_memory_mb", absl::GetFlag(FLAGS_grpc_memory_mb), 20);
+  if (!grpc_memory.ok()) return grpc_memory.status();
+  o.grpc_memory_bytes = *grpc_memory;
   o.keepalive_min_ping_interval =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_ms));
   o.shutdown_deadline =

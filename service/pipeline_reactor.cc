@@ -87,6 +87,15 @@ class PipelineReactor final
       item->charge += service_->limits().max_value_bytes;
     }
     Status s = Prepare(*item);
+    // Each op takes a slot of the service's in-flight cap once admitted and
+    // decoded; one past it is answered on its own and the stream goes on.
+    if (s.ok()) {
+      item->holds_in_flight_slot = service_->in_flight().TryAcquire(1);
+      if (!item->holds_in_flight_slot) {
+        s = service_->AtInFlightLimit(
+            PipelineOpName(item->request.op_case()));
+      }
+    }
     bool read_more;
     {
       MutexLock lock(&mu_);
@@ -147,6 +156,7 @@ class PipelineReactor final
     CacheOp op;
     RequestStats::Clock::time_point start;  // when its read completed
     size_t charge = 0;  // bytes counted against --max_stream_bytes
+    bool holds_in_flight_slot = false;
   };
 
   // An answer waiting to be written, with its op's charge.
@@ -183,6 +193,7 @@ class PipelineReactor final
   // is in flight. Runs on a node worker, or on a gRPC thread for rejections.
   void Complete(Item* item, const Status& status) {
     std::unique_ptr<Item> owned(item);
+    if (item->holds_in_flight_slot) service_->in_flight().Release(1);
     service_->RecordRequest(RequestOp::kPipeline, item->start, status);
     v1::PipelineResponse& resp = item->response;
     RequestCodec::Encode(item->op, status, &resp);

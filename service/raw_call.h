@@ -19,6 +19,8 @@
 #ifndef FURRBALLS_SERVICE_RAW_CALL_H_
 #define FURRBALLS_SERVICE_RAW_CALL_H_
 
+#include <cstddef>
+
 #include <google/protobuf/message_lite.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/server_callback.h>
@@ -54,6 +56,11 @@ class RawUnaryReply {
   // The reactor that Reply finishes.
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
 
+  // Slots of the service's in-flight cap (service/in_flight_limit.h) that
+  // the RPC holds, given back when it is answered.
+  size_t in_flight_slots() const { return in_flight_slots_; }
+  void add_in_flight_slots(size_t n) { in_flight_slots_ += n; }
+
  protected:
   // `response` is the derived class's message; `reactor` and `reply` are
   // gRPC's, valid until the RPC is finished.
@@ -67,6 +74,7 @@ class RawUnaryReply {
   grpc::ServerUnaryReactor* const reactor_;
   const google::protobuf::MessageLite* const response_;
   grpc::ByteBuffer* const reply_;
+  size_t in_flight_slots_ = 0;
 };
 
 // One raw unary RPC with its parsed request and the response it builds.

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
@@ -47,6 +48,11 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
   // caches with different contents. Without it the bind fails and so does
   // the start.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (options.grpc_memory_bytes != 0) {
+    grpc::ResourceQuota quota("furrballs");
+    quota.Resize(options.grpc_memory_bytes);
+    builder.SetResourceQuota(quota);
+  }
   return builder.BuildAndStart();
 }
 

@@ -38,6 +38,11 @@ struct ServerOptions {
   // Per-stream and per-batch bounds (CacheService::StreamLimits; its
   // max_message_bytes is set from max_message_bytes above).
   CacheService::StreamLimits stream_limits;
+  // Memory gRPC may use for its buffers (a grpc::ResourceQuota): past it
+  // gRPC shrinks its read windows and stops accepting connections, so a
+  // flood of requests cannot grow the process without bound. 0 leaves
+  // gRPC's default (no quota).
+  size_t grpc_memory_bytes = 0;
   // Keepalive enforcement: clients pinging more often than this are sent
   // GOAWAY (after a few strikes).
   std::chrono::milliseconds keepalive_min_ping_interval{10000};

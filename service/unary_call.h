@@ -43,13 +43,17 @@ inline grpc::ServerUnaryReactor* FinishCounted(
     const CacheService* svc, RawUnaryReply* rpc, RequestOp op,
     RequestStats::Clock::time_point start, const grpc::Status& status) {
   svc->RecordRequest(op, start, status);
+  svc->in_flight().Release(rpc->in_flight_slots());
   return rpc->Reply(status);
 }
 
 // Whether a unary RPC may run. If not, answers it (deleting `rpc`): first
 // with CacheService::Admit's refusal (no or another token, or not ready), so
 // a caller without a token learns nothing about its request; then with
-// INVALID_ARGUMENT when its body does not parse as the method's request.
+// RESOURCE_EXHAUSTED when --max_in_flight ops already run (before parsing:
+// shedding load must cost less than serving it); then with INVALID_ARGUMENT
+// when its body does not parse as the method's request. An accepted RPC
+// holds one in-flight slot until it is answered.
 template <typename Request, typename Response>
 bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
             RawUnaryCall<Request, Response>* rpc, const grpc::ByteBuffer& body,
@@ -59,6 +63,11 @@ bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
     FinishCounted(svc, rpc, op, start, s);
     return false;
   }
+  if (!svc->in_flight().TryAcquire(1)) {
+    FinishCounted(svc, rpc, op, start, svc->AtInFlightLimit(what));
+    return false;
+  }
+  rpc->add_in_flight_slots(1);
   if (!ParseMessage(body, &rpc->request)) {
     FinishCounted(
         svc, rpc, op, start,

@@ -1,0 +1,250 @@
+// The in-flight cap (--max_in_flight, StreamLimits::max_in_flight) on a real
+// server over loopback (issue 15 item 4). One Set is held inside the engine
+// (its insert pause point, furrball_testing.h) so that it keeps its slot;
+// then each way an op arrives is checked against the cap: a unary call is
+// one op, a MultiGet one per key, a Pipeline frame one, a Batch message one
+// per op. An op past the cap is answered RESOURCE_EXHAUSTED at once, naming
+// the flag, streams stay open, and once the held Set is answered its slot
+// is free again.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "engine/furrball/furrball_testing.h"
+#include "furrballs/v1/furrballs.grpc.pb.h"
+#include "service/server.h"
+#include "tests/common/eventually.h"
+
+namespace furrballs::service {
+namespace {
+
+namespace v1 = ::furrballs::v1;
+using grpc::StatusCode;
+
+// Inserts still to hold, inserts held now, and whether to let them go.
+std::atomic<int> g_to_hold{0};
+std::atomic<int> g_held{0};
+std::atomic<bool> g_release{false};
+
+void HoldInserts(const HashPair&) {
+  if (g_to_hold.fetch_sub(1) <= 0) return;
+  g_held.fetch_add(1);
+  while (!g_release.load()) std::this_thread::yield();
+}
+
+bool NamesTheCap(const std::string& message) {
+  return message.find("--max_in_flight") != std::string::npos;
+}
+
+// A one-node server with a cap of two ops, and Sets that can be held.
+class OverloadTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kCap = 2;
+
+  // Direct mode holds a Set on its gRPC thread, NodeJob mode on the node's
+  // worker (then later ops queue behind it, each holding its slot).
+  void StartServer(DispatchMode mode) {
+    ServerOptions o;
+    o.listen_address = "127.0.0.1:0";
+    o.engine.memory_budget_bytes = size_t{64} << 20;
+    o.engine.page_size_bytes = size_t{2} << 20;
+    o.engine.simulate_topology = true;
+    o.engine.node_count = 1;
+    o.engine.pin_workers = false;
+    o.dispatch.mode = mode;
+    o.stream_limits.max_in_flight = kCap;
+    o.stream_limits.max_batch_ops = kCap;  // as the binary requires
+    o.grpc_memory_bytes = size_t{64} << 20;  // the quota is accepted
+    auto server = Server::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(server_->port()),
+        grpc::InsecureChannelCredentials());
+    stub_ = v1::Cache::NewStub(channel_);
+    hooks_.before_insert = &HoldInserts;
+    SetEngineTestHooksForTesting(&hooks_);
+  }
+
+  void TearDown() override {
+    Release();
+    SetEngineTestHooksForTesting(nullptr);
+  }
+
+  // Starts `n` Sets of new keys and waits until each is held in the engine,
+  // holding one slot. False if they never got there.
+  bool HoldSets(int n) {
+    g_held = 0;
+    g_release = false;
+    g_to_hold = n;
+    for (int i = 0; i < n; ++i) {
+      holders_.emplace_back([this, i] {
+        grpc::ClientContext ctx;
+        v1::SetRequest req;
+        req.set_key("held" + std::to_string(i));
+        req.set_value("v");
+        v1::SetResponse resp;
+        const grpc::Status s = stub_->Set(&ctx, req, &resp);
+        EXPECT_TRUE(s.ok()) << s.error_message();
+      });
+    }
+    return test_support::Eventually([n] { return g_held.load() == n; });
+  }
+
+  // Lets the held Sets finish; each must have succeeded.
+  void Release() {
+    g_to_hold = 0;
+    g_release = true;
+    for (std::thread& t : holders_) t.join();
+    holders_.clear();
+  }
+
+  grpc::Status Get(const std::string& key) {
+    grpc::ClientContext ctx;
+    v1::GetRequest req;
+    req.set_key(key);
+    v1::GetResponse resp;
+    return stub_->Get(&ctx, req, &resp);
+  }
+
+  grpc::Status MultiGet(int keys) {
+    grpc::ClientContext ctx;
+    v1::MultiGetRequest req;
+    for (int i = 0; i < keys; ++i) req.add_keys("k" + std::to_string(i));
+    v1::MultiGetResponse resp;
+    return stub_->MultiGet(&ctx, req, &resp);
+  }
+
+  EngineTestHooks hooks_;
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Cache::Stub> stub_;
+  std::vector<std::thread> holders_;
+};
+
+TEST_F(OverloadTest, UnaryCallsPastTheCapAreRejectedAndTheServerGoesOn) {
+  StartServer(DispatchMode::kDirect);
+  ASSERT_TRUE(HoldSets(1)) << "the Set never reached the engine";
+  // One op is held: a second fits, a MultiGet of two keys (two ops) does not.
+  const grpc::Status one = Get("other");
+  EXPECT_TRUE(one.ok()) << one.error_message();
+  const grpc::Status two = MultiGet(2);
+  EXPECT_EQ(two.error_code(), StatusCode::RESOURCE_EXHAUSTED)
+      << two.error_message();
+  EXPECT_TRUE(NamesTheCap(two.error_message())) << two.error_message();
+  Release();
+
+  // The held Set's slot came back: two ops fit again, and the Set is there.
+  const grpc::Status after = MultiGet(2);
+  EXPECT_TRUE(after.ok()) << after.error_message();
+  grpc::ClientContext ctx;
+  v1::GetRequest req;
+  req.set_key("held0");
+  v1::GetResponse resp;
+  ASSERT_TRUE(stub_->Get(&ctx, req, &resp).ok());
+  EXPECT_TRUE(resp.found());
+  EXPECT_EQ(server_->request_stats()
+                .Snapshot()
+                .requests[static_cast<int>(RequestOp::kMultiGet)]
+                         [StatusCode::RESOURCE_EXHAUSTED],
+            1u);
+}
+
+TEST_F(OverloadTest, ABatchMessagePastTheCapIsRejectedAndItsStreamGoesOn) {
+  StartServer(DispatchMode::kDirect);
+  grpc::ClientContext ctx;
+  auto stream = stub_->Batch(&ctx);
+  auto gets = [](uint64_t id, int ops) {
+    v1::BatchRequest m;
+    m.set_id(id);
+    for (int i = 0; i < ops; ++i) {
+      m.add_ops()->mutable_get()->set_key("k" + std::to_string(i));
+    }
+    return m;
+  };
+  ASSERT_TRUE(HoldSets(1)) << "the Set never reached the engine";
+  v1::BatchResponse answer;
+  ASSERT_TRUE(stream->Write(gets(1, 2)));
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.id(), 1u);
+  EXPECT_EQ(answer.code(), static_cast<int>(StatusCode::RESOURCE_EXHAUSTED))
+      << answer.message();
+  EXPECT_TRUE(NamesTheCap(answer.message())) << answer.message();
+  ASSERT_TRUE(stream->Write(gets(2, 1)));  // one op fits beside the Set
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.id(), 2u);
+  EXPECT_EQ(answer.code(), 0) << answer.message();
+  Release();
+
+  ASSERT_TRUE(stream->Write(gets(3, 2)));
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.id(), 3u);
+  EXPECT_EQ(answer.code(), 0) << answer.message();
+  EXPECT_EQ(answer.results_size(), 2);
+  stream->WritesDone();
+  const grpc::Status end = stream->Finish();
+  EXPECT_TRUE(end.ok()) << end.error_message();
+}
+
+// NodeJob mode: the held Set blocks the node's worker and a Get queues
+// behind it, so both slots are taken by ops waiting in the server.
+TEST_F(OverloadTest, APipelineOpPastTheCapIsRejectedAndItsStreamGoesOn) {
+  StartServer(DispatchMode::kNodeJob);
+  grpc::ClientContext ctx;
+  auto stream = stub_->Pipeline(&ctx);
+  auto get = [](uint64_t id) {
+    v1::PipelineRequest op;
+    op.set_id(id);
+    op.mutable_get()->set_key("k");
+    return op;
+  };
+  ASSERT_TRUE(HoldSets(1)) << "the Set never reached the engine";
+  std::thread queued([this] {
+    const grpc::Status s = Get("queued");
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  });
+  const bool is_queued = test_support::Eventually([this] {
+    return server_->dispatcher()->Stats()[0].queue_depth == 1;
+  });
+  // The answer must come while both slots are held; read it on a thread
+  // so that a test without the cap (the op then queues too) fails instead
+  // of waiting forever.
+  v1::PipelineResponse answer;
+  std::atomic<bool> answered{false};
+  std::thread reader;
+  if (is_queued) {
+    EXPECT_TRUE(stream->Write(get(11)));
+    reader = std::thread([&] {
+      EXPECT_TRUE(stream->Read(&answer));
+      answered = true;
+    });
+  }
+  const bool answered_while_held =
+      is_queued && test_support::Eventually([&] { return answered.load(); });
+  Release();
+  queued.join();
+  if (reader.joinable()) reader.join();
+  ASSERT_TRUE(is_queued) << "the Get never queued behind the held Set";
+  EXPECT_TRUE(answered_while_held)
+      << "the op waited behind the held ones instead of being refused";
+  EXPECT_EQ(answer.id(), 11u);
+  EXPECT_EQ(answer.code(), static_cast<int>(StatusCode::RESOURCE_EXHAUSTED))
+      << answer.message();
+  EXPECT_TRUE(NamesTheCap(answer.message())) << answer.message();
+
+  ASSERT_TRUE(stream->Write(get(12)));
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.id(), 12u);
+  EXPECT_EQ(answer.code(), 0) << answer.message();
+  stream->WritesDone();
+  const grpc::Status end = stream->Finish();
+  EXPECT_TRUE(end.ok()) << end.error_message();
+}
+
+}  // namespace
+}  // namespace furrballs::service
