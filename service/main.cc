@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <absl/flags/flag.h>
@@ -22,6 +23,7 @@
 #include <absl/strings/ascii.h>
 #include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_replace.h>
 
 #include "metrics/metrics_exporter.h"
 #include "service/request_stats.h"
@@ -262,6 +264,12 @@ absl::StatusOr<uint64_t> Bytes(const char* flag, uint64_t value, int shift) {
   return value << shift;
 }
 
+// Why `flag`=`value` is refused: a count or size that must be at least 1.
+absl::Status AtLeastOne(const char* flag, int64_t value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", value, ": must be at least 1"));
+}
+
 // A batch is scratch that each node's dispatcher allocates at start-up, and
 // indexed by int: far beyond any useful batch, 2^16 keeps it small.
 constexpr uint64_t kMaxBatch = 65536;
@@ -272,6 +280,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   const absl::StatusOr<uint64_t> memory =
       Bytes("memory_mb", absl::GetFlag(FLAGS_memory_mb), 20);
   if (!memory.ok()) return memory.status();
+  if (*memory == 0) return AtLeastOne("memory_mb", 0);
   o.engine.memory_budget_bytes = *memory;
   const absl::StatusOr<uint64_t> page =
       Bytes("page_kb", absl::GetFlag(FLAGS_page_kb), 10);
@@ -306,6 +315,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   }
   o.engine.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
   o.engine.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
+  if (o.engine.max_value_bytes == 0) return AtLeastOne("max_value_bytes", 0);
   o.engine.hash_seed = absl::GetFlag(FLAGS_hash_seed).value_or(0);
   if (absl::GetFlag(FLAGS_spill)) {
     o.engine.spill_dir = absl::GetFlag(FLAGS_data_dir);
@@ -354,18 +364,21 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
         o.engine.max_value_bytes));
   }
   o.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  if (o.max_concurrent_streams < 1) {
+    return AtLeastOne("max_concurrent_streams", o.max_concurrent_streams);
+  }
   o.stream_limits.max_pipeline_in_flight =
       absl::GetFlag(FLAGS_max_pipeline_in_flight);
   o.stream_limits.max_batch_ops = absl::GetFlag(FLAGS_max_batch_ops);
   o.stream_limits.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_bytes);
   o.stream_limits.max_response_bytes =
       absl::GetFlag(FLAGS_max_response_bytes);
-  if (o.stream_limits.max_pipeline_in_flight == 0 ||
-      o.stream_limits.max_batch_ops == 0 ||
-      o.stream_limits.max_stream_bytes == 0) {
-    return absl::InvalidArgumentError(
-        "--max_pipeline_in_flight, --max_batch_ops and --max_stream_bytes "
-        "must be at least 1");
+  for (const auto& [flag, value] :
+       {std::pair{"max_pipeline_in_flight",
+                  o.stream_limits.max_pipeline_in_flight},
+        std::pair{"max_batch_ops", o.stream_limits.max_batch_ops},
+        std::pair{"max_stream_bytes", o.stream_limits.max_stream_bytes}}) {
+    if (value == 0) return AtLeastOne(flag, 0);
   }
   o.stream_limits.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   if (o.stream_limits.max_in_flight != 0 &&
@@ -509,6 +522,26 @@ void PrintConfiguration(const Server& server, const std::string& secret) {
   std::fflush(stdout);
 }
 
+// The engine names its options (FurrBallOptions) in the errors of its
+// start-up checks; a user of this binary set flags. Rewrites the options
+// that flags set in the same unit into those flags' names ("max_key_bytes
+// = 0" -> "--max_key_bytes=0") and names the flag beside the others.
+std::string WithFlagNames(std::string message) {
+  static constexpr std::pair<const char*, const char*> kNames[] = {
+      {"max_key_bytes = ", "--max_key_bytes="},
+      {"max_value_bytes = ", "--max_value_bytes="},
+      {"raise page_size_bytes", "raise --page_kb"},
+      {"page_size_bytes = ", "page size (--page_kb, in bytes) = "},
+      {"node_count = ", "node count (--nodes or --simulate_nodes) = "},
+      {"spill_dir needs routing = kHash", "--spill needs --routing=hash"},
+      {"memory budget of ", "--memory_mb: a budget of "},
+  };
+  for (const auto& [option, flag] : kNames) {
+    message = absl::StrReplaceAll(message, {{option, flag}});
+  }
+  return message;
+}
+
 int Main(int argc, char** argv) {
   // --help lists the flags of this file. Abseil's default matches flag files
   // against the program's name, which finds nothing here (the binary is
@@ -554,7 +587,7 @@ int Main(int argc, char** argv) {
   auto server = Server::Start(*options);
   if (!server.ok()) {
     std::fprintf(stderr, "furrballs: cannot start: %s\n",
-                 std::string(server.status().message()).c_str());
+                 WithFlagNames(std::string(server.status().message())).c_str());
     return 1;
   }
   // Empty disables metrics (tests run many servers at once).

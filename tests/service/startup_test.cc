@@ -165,7 +165,33 @@ INSTANTIATE_TEST_SUITE_P(
         FlagCase{"BatchFramingPastTheMessage",
                  {"--max_batch_ops=1000000000000"},
                  "--max_batch_ops=1000000000000 answers (256 bytes each) "
-                 "does not fit in --max_message_bytes=16777216"}),
+                 "does not fit in --max_message_bytes=16777216"},
+        // These four started and served: a Pipeline that could never
+        // read, streams gRPC would not bound, a cache that could store
+        // only empty values, an in-flight cap below one Batch message.
+        FlagCase{"ZeroPipelineInFlight", {"--max_pipeline_in_flight=0"},
+                 "--max_pipeline_in_flight=0: must be at least 1"},
+        FlagCase{"NegativeStreams", {"--max_concurrent_streams=-1"},
+                 "--max_concurrent_streams=-1: must be at least 1"},
+        FlagCase{"ZeroValueBytes", {"--max_value_bytes=0"},
+                 "--max_value_bytes=0: must be at least 1"},
+        FlagCase{"InFlightBelowABatch", {"--max_in_flight=100"},
+                 "--max_in_flight=100: must be 0 (no cap) or at least "
+                 "--max_batch_ops=4096"},
+        FlagCase{"ZeroBudget", {"--memory_mb=0"},
+                 "--memory_mb=0: must be at least 1"},
+        // The engine's own checks, reported with the flags that were set
+        // rather than its option names (max_key_bytes = 0, page_size_bytes).
+        FlagCase{"ZeroKeyBytes", {"--max_key_bytes=0"},
+                 "--max_key_bytes=0: must be in [1, "},
+        FlagCase{"ValuePastThePage", {"--max_value_bytes=3000000", "--page_kb=64"},
+                 "--max_value_bytes=3000000 does not fit a page of 65536 "
+                 "bytes"},
+        FlagCase{"PageNotAPowerOfTwo", {"--page_kb=3"},
+                 "page size (--page_kb, in bytes) = 3072"},
+        FlagCase{"SpillWithoutHashRouting",
+                 {"--spill", "--routing=round_robin"},
+                 "--spill needs --routing=hash"}),
     [](const ::testing::TestParamInfo<FlagCase>& info) {
       return std::string(info.param.name);
     });
