@@ -39,6 +39,9 @@ struct EngineTestHooks {
   // A Get of `h` found no live copy in memory and is about to look in the
   // spill index (holding no lock).
   void (*get_missed_memory)(const HashPair& h) = nullptr;
+  // A full batch of ARC victims (spill page `page_id`) is about to be
+  // written to RocksDB (holding no lock).
+  void (*victim_batch_write)(uint64_t page_id) = nullptr;
 };
 // `hooks` must outlive its use; nullptr removes them.
 void SetEngineTestHooksForTesting(const EngineTestHooks* hooks);

@@ -118,10 +118,19 @@ NodeShard::NodeShard(const ShardConfig& config, const Numatic* numatic,
       std::memory_order_relaxed);
   if (config.spill_store != nullptr) {
     spill_index_ = std::make_unique<SpillIndex>();
+    spill_writer_ = std::thread([this] { RunSpillWriter(); });
   }
 }
 
 NodeShard::~NodeShard() {
+  if (spill_writer_.joinable()) {
+    {
+      MutexLock l(&batch_mu_);
+      writer_stop_ = true;
+    }
+    batch_cv_.SignalAll();
+    spill_writer_.join();
+  }
   arc_.reset();
   numatic_->Free(block_);
 }

@@ -47,7 +47,8 @@
 // block or allocate: ARC's eviction callback only parks its victim in a
 // transit slot (below), and batch_mu_ and the index's mutexes are taken
 // after ARC's lock is released. They are leaves held only for in-memory
-// work (FlushVictimBatch writes its blob with no lock held).
+// work (the node's spill writer thread writes a sealed batch with no lock
+// held; FlushVictimBatch).
 //
 // ---------------------------------------------------------------------------
 // ARC victims (spill tier on): erased under ARC's lock, indexed after it
@@ -188,11 +189,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <memory_resource>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -321,9 +324,11 @@ class NodeShard {
 
   // Counts a miss of a search that found the key on no node.
   void CountMiss() { stats_.Add(Counter::kMisses); }
-  // Writes the spill batch if ARC victims filled a page of it: a writer
-  // whose insert made ARC evict calls it once it holds no lock, so that a
-  // full key table does not outrun the worker's batch writes.
+  // Hands the spill batch to the node's spill writer if ARC victims filled
+  // a page of it: a writer whose insert made ARC evict calls it once it
+  // holds no lock, so that a full key table does not outrun the batch
+  // writes. Never writes to disk itself; waits only while the writer is
+  // kMaxSealedBatches behind (see "Spill writer" at FlushVictimBatch).
   void FlushVictimBatchIfFull();
 
   // ---- Spill tier --------------------------------------------------------
@@ -535,9 +540,25 @@ class NodeShard {
   // (DrainVictimSlot, with no SpinLock held).
   void AddVictimLocked(const HashPair& h, const KeyMeta& m)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(batch_mu_);
-  // Writes the spill batch as one PageBlob once it holds a page of values
-  // (or now, with force).
+  // Spill writer. A batch that holds a page of values (or any, with force)
+  // is sealed into one PageBlob and queued (sealed_) for the node's spill
+  // writer thread, which writes the queue's oldest with no lock held and
+  // only then removes it, so that a reload of one of its keys reads it from
+  // the queue until RocksDB has it. At most kMaxSealedBatches are queued:
+  // past that the sealing thread waits on batch_cv_ until the writer has
+  // written one (backpressure; dropping victims instead would lose keys
+  // whenever the disk falls behind, and a Set is no place to fail for it).
+  // With force it also waits until the queue is empty (shutdown: every
+  // victim is on disk before the manifest names it).
   void FlushVictimBatch(bool force);
+  // The spill writer thread's loop; returns once writer_stop_ is set and
+  // the queue is empty.
+  void RunSpillWriter();
+  // Writes one sealed batch (spill writer thread, no lock held).
+  void WriteSealedBatch(uint64_t page_id, const std::string& bytes);
+  // Whether `page_id` is the batch being assembled or a sealed one.
+  bool IsUnwrittenBatchLocked(uint64_t page_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(batch_mu_);
 
   const ShardConfig config_;
   const Numatic* const numatic_;
@@ -580,10 +601,20 @@ class NodeShard {
   Mutex batch_mu_;
   std::unique_ptr<spill::PageBlobBuilder> batch_ ABSL_GUARDED_BY(batch_mu_);
   uint64_t batch_page_id_ ABSL_GUARDED_BY(batch_mu_) = 0;
-  // The last batch while FlushVictimBatch writes it (with no lock held);
-  // reloads of its keys read it from here.
-  std::shared_ptr<const std::string> inflight_ ABSL_GUARDED_BY(batch_mu_);
-  uint64_t inflight_page_id_ ABSL_GUARDED_BY(batch_mu_) = 0;
+  // Sealed batches, oldest first, until the spill writer has written them
+  // (the front one is being written, with no lock held); reloads of their
+  // keys read them from here.
+  struct SealedBatch {
+    uint64_t page_id = 0;
+    std::shared_ptr<const std::string> bytes;
+  };
+  static constexpr size_t kMaxSealedBatches = 2;
+  std::deque<SealedBatch> sealed_ ABSL_GUARDED_BY(batch_mu_);
+  // Signalled when sealed_ gains or loses a batch, and at stop.
+  CondVar batch_cv_;
+  bool writer_stop_ ABSL_GUARDED_BY(batch_mu_) = false;
+  // Runs RunSpillWriter while the spill tier is on; joined by ~NodeShard.
+  std::thread spill_writer_;
   // The batch holds a page of values (a hint read without batch_mu_).
   std::atomic<bool> batch_full_{false};
   // ARC victims between ARC's critical section and the spill index, and

@@ -116,8 +116,10 @@ GetResult NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
     MutexLock l(&batch_mu_);
     if (batch_ != nullptr && batch_page_id_ == page_id) {
       pending = batch_->Finish();
-    } else if (inflight_ != nullptr && inflight_page_id_ == page_id) {
-      pending = *inflight_;
+    } else {
+      for (const SealedBatch& b : sealed_) {
+        if (b.page_id == page_id) pending = *b.bytes;
+      }
     }
   }
   if (const EngineTestHooks* t = TestHooks();
@@ -242,15 +244,15 @@ void NodeShard::SweepSpillIndex() {
 void NodeShard::DeleteDeadSpillPages() {
   // Keys are indexed under a page id again after all of its keys left only
   // while it is the victim batch (any thread's OnEvict may add to it), and
-  // a page is written only as the batch or in flight. So a dead page that
-  // is neither has no keys for good; one that is comes back to the dead
-  // list for a later pass, so that its blob is deleted once written.
+  // a page is written only as the batch, once sealed. So a dead page that
+  // is neither the batch nor sealed and unwritten has no keys for good; one
+  // that is comes back to the dead list for a later pass, so that its blob
+  // is deleted once written.
   for (uint64_t page_id : spill_index_->TakeDeadPages()) {
     bool busy;
     {
       MutexLock l(&batch_mu_);
-      busy = (batch_ != nullptr && batch_page_id_ == page_id) ||
-             (inflight_ != nullptr && inflight_page_id_ == page_id);
+      busy = IsUnwrittenBatchLocked(page_id);
     }
     if (spill_index_->HasKeys(page_id)) continue;
     if (busy) {

@@ -2,13 +2,14 @@
 // leaves its slot: the accounting of the removed entry, ARC's eviction
 // callback, the worker's forced evictions, and, with the spill tier, ARC's
 // victims in transit to the spill batch (claim, drain, settle) and the
-// batch's writes.
+// batch's hand-over to the node's spill writer thread, which writes it.
 //
 // Thread safety: OnEvict runs under ARC's SpinLock and neither blocks nor
 // allocates; the victim slots follow the "ARC victims" protocol at the top
 // of node_shard.h (states FREE -> PENDING -> DRAINING -> FREE, with the
 // memory orders written at each transition below); batch_mu_ is a leaf
-// held only for in-memory work.
+// held only for in-memory work (a thread waiting for the spill writer
+// waits on batch_cv_, which releases it).
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -183,40 +184,75 @@ void NodeShard::FlushVictimBatchIfFull() {
 }
 
 void NodeShard::FlushVictimBatch(bool force) {
-  // The blob is written with no lock held: batch_mu_ is taken under ARC's
-  // lock (OnEvict), so it must never wait for the disk. Meanwhile the blob
-  // is the in-flight page, which a reload of one of its keys reads from
-  // memory.
-  std::shared_ptr<const std::string> bytes;
-  uint64_t page_id = 0;
-  {
-    MutexLock l(&batch_mu_);
-    if (batch_ == nullptr || inflight_ != nullptr) return;  // one at a time
+  // Only memory work here: the blob is written by the spill writer thread,
+  // so that no caller (a gRPC thread in direct mode, the worker, a reload
+  // thread) waits for the disk unless the writer is kMaxSealedBatches
+  // behind. batch_mu_ is released while waiting: victims keep joining the
+  // batch meanwhile.
+  MutexLock l(&batch_mu_);
+  for (;;) {
+    if (batch_ == nullptr) break;
     if (!force && batch_->data_bytes() < pool_.page_size()) return;
-    bytes = std::make_shared<const std::string>(batch_->Finish());
-    page_id = batch_page_id_;
-    inflight_ = bytes;
-    inflight_page_id_ = page_id;
-    batch_.reset();
-    batch_full_.store(false, std::memory_order_relaxed);
+    if (sealed_.size() < kMaxSealedBatches) {
+      sealed_.push_back(SealedBatch{
+          batch_page_id_,
+          std::make_shared<const std::string>(batch_->Finish())});
+      batch_.reset();
+      batch_full_.store(false, std::memory_order_relaxed);
+      batch_cv_.SignalAll();
+      break;
+    }
+    batch_cv_.Wait(&batch_mu_);
   }
+  while (force && !sealed_.empty()) batch_cv_.Wait(&batch_mu_);
+}
+
+void NodeShard::RunSpillWriter() {
+  for (;;) {
+    SealedBatch next;
+    {
+      MutexLock l(&batch_mu_);
+      while (sealed_.empty() && !writer_stop_) batch_cv_.Wait(&batch_mu_);
+      // At stop, what is queued is still written: a forced flush may be
+      // waiting for it.
+      if (sealed_.empty()) return;
+      next = sealed_.front();
+    }
+    WriteSealedBatch(next.page_id, *next.bytes);
+    {
+      MutexLock l(&batch_mu_);
+      sealed_.pop_front();
+    }
+    batch_cv_.SignalAll();
+  }
+}
+
+void NodeShard::WriteSealedBatch(uint64_t page_id, const std::string& bytes) {
   // Every key of the batch may have left it already (overwritten, deleted,
   // reloaded): then there is nothing to write.
-  if (spill_index_->HasKeys(page_id)) {
-    const absl::Status put =
-        config_.spill_store->Put(config_.node_index, page_id, *bytes);
-    if (put.ok()) {
-      stats_.Add(Counter::kSpillPages);
-      stats_.Add(Counter::kSpillBytes, bytes->size());
-    } else {
-      // The keys are indexed under a page the store does not have: their
-      // reloads miss (and drop the entries). Never a wrong value.
-      stats_.Add(Counter::kSpillErrors);
-    }
+  if (!spill_index_->HasKeys(page_id)) return;
+  if (const EngineTestHooks* t = TestHooks();
+      t != nullptr && t->victim_batch_write != nullptr) {
+    t->victim_batch_write(page_id);
   }
-  MutexLock l(&batch_mu_);
-  inflight_.reset();
-  inflight_page_id_ = 0;
+  const absl::Status put =
+      config_.spill_store->Put(config_.node_index, page_id, bytes);
+  if (put.ok()) {
+    stats_.Add(Counter::kSpillPages);
+    stats_.Add(Counter::kSpillBytes, bytes.size());
+  } else {
+    // The keys are indexed under a page the store does not have: their
+    // reloads miss (and drop the entries). Never a wrong value.
+    stats_.Add(Counter::kSpillErrors);
+  }
+}
+
+bool NodeShard::IsUnwrittenBatchLocked(uint64_t page_id) const {
+  if (batch_ != nullptr && batch_page_id_ == page_id) return true;
+  for (const SealedBatch& b : sealed_) {
+    if (b.page_id == page_id) return true;
+  }
+  return false;
 }
 
 bool NodeShard::EraseAndAccount(const HashPair& h, Counter reason) {

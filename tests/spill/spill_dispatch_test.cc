@@ -1,5 +1,6 @@
-// The NodeJob dispatcher over a cache with the spill tier (service/
-// dispatcher.h, "Disk reads"): a node's worker never waits for a disk read.
+// The dispatcher over a cache with the spill tier (service/dispatcher.h,
+// "Disk reads"): a node's worker never waits for a disk read, and in direct
+// mode neither does the calling gRPC thread, nor for a batch write.
 // A Get whose key is only on disk is finished by a reload thread, so while
 // that read is held (the engine's reload_read pause point) the node's queue
 // keeps serving other keys, and the held Get still gets its value.
@@ -217,6 +218,62 @@ TEST_F(SpilledKeyTest, DirectModeBatchHandsADiskReadToAReloadThread) {
   EXPECT_TRUE(returned_while_held)
       << "SubmitBatch waited for the disk read on the calling thread";
   ExpectReloadedAnswer(held);
+}
+
+// A Set whose insert makes ARC evict (a full key table) fills the node's
+// batch of victims; when it holds a page, its RocksDB write must not run on
+// the Set's thread, which in direct mode is a gRPC callback thread (issue 15
+// item 6). It goes to the node's spill writer: while that write is held the
+// Sets go on, and no victim is lost to the hand-over.
+TEST(SpillWriterTest, DirectModeSetsHandFullVictimBatchesToTheSpillWriter) {
+  ManualClock clock;
+  FurrBallOptions o = OneNodeSpillCache(&clock);
+  o.max_keys_per_node = 200;  // ARC evicts long before the pages fill
+  // No maintenance pass during the test: only the Sets' own victims fill
+  // (and seal) batches.
+  o.maintenance_interval = std::chrono::minutes(10);
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  DispatcherOptions d;
+  d.mode = DispatchMode::kDirect;
+  auto dispatcher = std::make_unique<Dispatcher>(&ball, d);
+  spill_testing::HeldPause hold(
+      spill_testing::HeldPause::Point::kVictimBatchWrite);
+
+  constexpr int kSets = 1500;
+  std::thread setter([&] {
+    for (int i = 0; i < kSets; ++i) {
+      Call set;
+      set.value = Value(i);
+      set.Prepare(ball, OpKind::kSet, Key(i));
+      ASSERT_EQ(dispatcher->Submit(&set.op), Error::kOk) << i;
+      ASSERT_TRUE(set.done.load()) << "direct mode finishes a Set inline";
+      ASSERT_EQ(set.op.error, Error::kOk) << i;
+    }
+  });
+  const std::thread::id setter_id = setter.get_id();
+  const bool paused = hold.AwaitHeld();
+  const bool on_setter = paused && hold.held_thread() == setter_id;
+  hold.Release();  // whatever happened, let the write go on
+  setter.join();
+  ASSERT_TRUE(paused) << "no batch of victims was written";
+  EXPECT_FALSE(on_setter)
+      << "the Set's own thread wrote the batch of victims to RocksDB";
+
+  // Backpressure, not loss: the Sets waited for the writer when it fell
+  // behind, so the victims are on disk and come back (400 would be found
+  // if the batches were dropped; one key may be dropped at a busy batch).
+  dispatcher->WaitIdle();
+  dispatcher.reset();
+  int found = 0;
+  std::string v;
+  for (int i = 0; i < kSets; ++i) {
+    if (!ball.Get(Key(i), &v).found) continue;
+    ASSERT_EQ(v, Value(i)) << i;
+    ++found;
+  }
+  EXPECT_GT(found, kSets * 9 / 10);
 }
 
 }  // namespace

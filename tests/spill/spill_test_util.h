@@ -109,12 +109,21 @@ inline bool Await(const std::atomic<bool>& flag) {
 // the hook.
 class HeldPause {
  public:
-  enum class Point { kReloadRead, kGetMissedMemory };
+  enum class Point { kReloadRead, kGetMissedMemory, kVictimBatchWrite };
 
   explicit HeldPause(Point point = Point::kReloadRead) {
     current_ = this;
-    (point == Point::kReloadRead ? hooks_.reload_read
-                                 : hooks_.get_missed_memory) = &OnPause;
+    switch (point) {
+      case Point::kReloadRead:
+        hooks_.reload_read = &OnPause;
+        break;
+      case Point::kGetMissedMemory:
+        hooks_.get_missed_memory = &OnPause;
+        break;
+      case Point::kVictimBatchWrite:
+        hooks_.victim_batch_write = &OnPageWrite;
+        break;
+    }
     SetEngineTestHooksForTesting(&hooks_);
   }
   ~HeldPause() {
@@ -128,8 +137,11 @@ class HeldPause {
   // True once a thread is held (false after Await's bound).
   bool AwaitHeld() { return Await(held_); }
   void Release() { release_ = true; }
-  // The key of the held operation.
+  // The key of the held operation (for kVictimBatchWrite, the page id in
+  // h1).
   HashPair key() const { return HashPair{h1_.load(), h2_.load()}; }
+  // The thread held at the pause point. REQUIRES: AwaitHeld() returned true.
+  std::thread::id held_thread() const { return held_thread_; }
 
  private:
   static void OnPause(const HashPair& h) {
@@ -138,9 +150,11 @@ class HeldPause {
     if (!self->armed_.compare_exchange_strong(armed, false)) return;
     self->h1_ = h.h1;
     self->h2_ = h.h2;
-    self->held_ = true;
+    self->held_thread_ = std::this_thread::get_id();
+    self->held_ = true;  // after held_thread_: AwaitHeld's load orders it
     while (!self->release_.load()) std::this_thread::yield();
   }
+  static void OnPageWrite(uint64_t page_id) { OnPause(HashPair{page_id, 0}); }
 
   static inline HeldPause* current_ = nullptr;
   EngineTestHooks hooks_;
@@ -149,6 +163,7 @@ class HeldPause {
   std::atomic<bool> release_{false};
   std::atomic<uint64_t> h1_{0};
   std::atomic<uint64_t> h2_{0};
+  std::thread::id held_thread_;
 };
 
 }  // namespace spill_testing
