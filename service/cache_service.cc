@@ -24,6 +24,8 @@ CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
       auth_(auth),
       in_flight_(stream_limits.max_in_flight) {}
 
+// The message names the flag: the operator's knob, and what a client's
+// engineer searches for.
 grpc::Status CacheService::AtInFlightLimit(absl::string_view what) const {
   return grpc::Status(
       grpc::StatusCode::RESOURCE_EXHAUSTED,

@@ -37,8 +37,9 @@ inline CacheOp::Clock::time_point SteadyDeadline(
          std::chrono::duration_cast<CacheOp::Clock::duration>(left);
 }
 
-// Counts a unary RPC in the service's request statistics and answers it;
-// `rpc` is deleted. Returns the RPC's reactor.
+// Counts a unary RPC in the service's request statistics, gives back the
+// in-flight slots it holds and answers it; `rpc` is deleted. Returns the
+// RPC's reactor.
 inline grpc::ServerUnaryReactor* FinishCounted(
     const CacheService* svc, RawUnaryReply* rpc, RequestOp op,
     RequestStats::Clock::time_point start, const grpc::Status& status) {
