@@ -40,8 +40,9 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_server(binary, mode, certs, tokens):
+def start_server(binary, mode, certs, tokens, extra_flags=()):
     flags = [binary, "--listen_address=127.0.0.1:0", "--metrics_address=", "--memory_mb=64"]
+    flags += list(extra_flags)
     if mode.startswith("tls"):
         flags += ["--tls_cert_file=%s/bench-server.crt" % certs,
                   "--tls_key_file=%s/bench-server.key" % certs]
