@@ -6,7 +6,9 @@
 // Thread safety: thread-safe. Get may run on any thread with no lock. Set,
 // Delete and Touch require the key's write lock (KeyLockFor), which the
 // FurrBall takes; at most one key lock is held by a thread at a time.
-// Maintain() runs on the node's NodeJob worker.
+// Maintain() runs on the node's NodeJob worker. With the spill tier the shard
+// also runs a spill writer thread of its own, which writes sealed batches of
+// ARC victims (FlushVictimBatch) and is joined by the destructor.
 //
 // ---------------------------------------------------------------------------
 // Who changes a key's KeyMeta, and how
