@@ -16,6 +16,7 @@
 
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "service/server.h"
+#include "tests/common/loopback_server.h"
 
 namespace furrballs::service {
 namespace {
@@ -25,16 +26,7 @@ using grpc::StatusCode;
 namespace v1 = ::furrballs::v1;
 
 ServerOptions TestOptions(DispatchMode mode) {
-  ServerOptions o;
-  o.listen_address = "127.0.0.1:0";
-  o.engine.memory_budget_bytes = size_t{64} << 20;
-  o.engine.page_size_bytes = size_t{2} << 20;
-  o.engine.simulate_topology = true;
-  o.engine.node_count = 4;
-  o.engine.pin_workers = false;
-  o.dispatch.mode = mode;
-  o.shutdown_deadline = std::chrono::milliseconds(5000);
-  return o;
+  return test_support::LoopbackServerOptions(mode);
 }
 
 class BatchTest : public ::testing::TestWithParam<DispatchMode> {

@@ -18,6 +18,7 @@
 #include "engine/furrball/furrball_testing.h"
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "service/server.h"
+#include "tests/common/loopback_server.h"
 #include "tests/common/eventually.h"
 
 namespace furrballs::service {
@@ -49,14 +50,7 @@ class OverloadTest : public ::testing::Test {
   // Direct mode holds a Set on its gRPC thread, NodeJob mode on the node's
   // worker (then later ops queue behind it, each holding its slot).
   void StartServer(DispatchMode mode) {
-    ServerOptions o;
-    o.listen_address = "127.0.0.1:0";
-    o.engine.memory_budget_bytes = size_t{64} << 20;
-    o.engine.page_size_bytes = size_t{2} << 20;
-    o.engine.simulate_topology = true;
-    o.engine.node_count = 1;
-    o.engine.pin_workers = false;
-    o.dispatch.mode = mode;
+    ServerOptions o = test_support::LoopbackServerOptions(mode, /*nodes=*/1);
     o.stream_limits.max_in_flight = kCap;
     o.stream_limits.max_batch_ops = kCap;  // as the binary requires
     o.grpc_memory_bytes = size_t{64} << 20;  // the quota is accepted

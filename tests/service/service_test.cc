@@ -19,6 +19,7 @@
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "service/server.h"
+#include "tests/common/loopback_server.h"
 #include "tests/common/raw_unary_call.h"
 
 namespace furrballs::service {
@@ -31,16 +32,7 @@ using test_support::RawUnaryCall;
 namespace v1 = ::furrballs::v1;
 
 ServerOptions TestOptions(DispatchMode mode) {
-  ServerOptions o;
-  o.listen_address = "127.0.0.1:0";
-  o.engine.memory_budget_bytes = size_t{64} << 20;
-  o.engine.page_size_bytes = size_t{2} << 20;
-  o.engine.simulate_topology = true;
-  o.engine.node_count = 4;
-  o.engine.pin_workers = false;
-  o.dispatch.mode = mode;
-  o.shutdown_deadline = std::chrono::milliseconds(5000);
-  return o;
+  return test_support::LoopbackServerOptions(mode);
 }
 
 // A Pipeline stream whose frames are raw bytes, driven one step at a time on
