@@ -6,6 +6,7 @@
 // precedence command line > flagfile > environment > default.
 #include <signal.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -357,6 +358,13 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
         kMaxBatch));
   }
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  // gRPC takes the limit as an int: a larger one would wrap to a negative
+  // value (the server started and served with it), not the limit asked for.
+  if (o.max_message_bytes > static_cast<uint64_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_bytes=", o.max_message_bytes,
+                     ": must be at most ", INT_MAX, " (gRPC's limit)"));
+  }
   if (o.max_message_bytes < o.engine.max_value_bytes + 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_message_bytes=", o.max_message_bytes,

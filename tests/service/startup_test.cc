@@ -184,9 +184,12 @@ INSTANTIATE_TEST_SUITE_P(
         // rather than its option names (max_key_bytes = 0, page_size_bytes).
         FlagCase{"ZeroKeyBytes", {"--max_key_bytes=0"},
                  "--max_key_bytes=0: must be in [1, "},
-        FlagCase{"ValuePastThePage", {"--max_value_bytes=3000000", "--page_kb=64"},
-                 "--max_value_bytes=3000000 does not fit a page of 65536 "
-                 "bytes"},
+        FlagCase{"MessagePastAnInt", {"--max_message_bytes=3000000000"},
+                 "--max_message_bytes=3000000000: must be at most 2147483647"},
+        FlagCase{"ValueOverTheEngineLimit",
+                 {"--max_value_bytes=2000000000",
+                  "--max_message_bytes=2100000000"},
+                 "--max_value_bytes=2000000000: must be at most "},
         FlagCase{"PageNotAPowerOfTwo", {"--page_kb=3"},
                  "page size (--page_kb, in bytes) = 3072"},
         FlagCase{"SpillWithoutHashRouting",
