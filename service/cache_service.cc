@@ -55,6 +55,13 @@ std::string CacheService::CheckStreamLimits(const StreamLimits& limits,
         " bytes each) does not fit in --max_message_bytes=",
         limits.max_message_bytes);
   }
+  if (limits.max_in_flight != 0 &&
+      limits.max_in_flight < limits.max_batch_ops) {
+    return absl::StrCat("--max_in_flight=", limits.max_in_flight,
+                        ": must be 0 (no cap) or at least --max_batch_ops=",
+                        limits.max_batch_ops,
+                        ", or a full Batch message could never run");
+  }
   return "";
 }
 

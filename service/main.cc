@@ -389,14 +389,6 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
     if (value == 0) return AtLeastOne(flag, 0);
   }
   o.stream_limits.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
-  if (o.stream_limits.max_in_flight != 0 &&
-      o.stream_limits.max_in_flight < o.stream_limits.max_batch_ops) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_in_flight=", o.stream_limits.max_in_flight,
-        ": must be 0 (no cap) or at least --max_batch_ops=",
-        o.stream_limits.max_batch_ops,
-        ", or a full Batch message could never run"));
-  }
   const absl::StatusOr<uint64_t> grpc_memory =
       Bytes("grpc_memory_mb", absl::GetFlag(FLAGS_grpc_memory_mb), 20);
   if (!grpc_memory.ok()) return grpc_memory.status();
