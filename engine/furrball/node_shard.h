@@ -509,7 +509,8 @@ class NodeShard {
   // Get without the spill tier and without hit/miss counting.
   GetResult GetResident(const HashPair& h, std::string_view key,
                         std::string* value, ParkingLock& key_lock,
-                        uint64_t now, EntryKind wanted, EntryKind* kind);
+                        OperationClock& clock, EntryKind wanted,
+                        EntryKind* kind);
   // Spills the sparsest sealed page (worker); true if a page was freed.
   bool SpillSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Writes frozen page `page` as one PageBlob and moves its live keys to the
