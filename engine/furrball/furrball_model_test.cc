@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -79,7 +80,9 @@ TEST_P(FurrBallModelTest, EveryHitIsTheLatestAcknowledgedWrite) {
 
   constexpr int kKeys = 3000;
   std::vector<ModelEntry> model(kKeys);
-  std::set<uint64_t> versions;
+  // (key, version) pairs acknowledged: versions are per key (node_shard.h,
+  // "Versions"), so two keys may share one, but a key never reuses one.
+  std::set<std::pair<int, uint64_t>> versions;
   std::mt19937_64 rng(1234 + nodes * 10 + static_cast<int>(routing));
   uint64_t tag = 0;
   uint64_t hits = 0, evicted_seen = 0;
@@ -166,13 +169,14 @@ TEST_P(FurrBallModelTest, EveryHitIsTheLatestAcknowledgedWrite) {
           break;
       }
       if (applied) {
-        ASSERT_TRUE(versions.insert(r.version).second) << "version reused";
+        ASSERT_TRUE(versions.insert({k, r.version}).second)
+            << "version of the key reused";
         if (e.version != 0 && routing == RoutingPolicy::kHash) {
           ASSERT_GT(r.version, e.version) << "versions of a key only grow";
         }
         if (w.superseded_writes > 0) {
           for (uint32_t s = 1; s <= w.superseded_writes; ++s) {
-            ASSERT_TRUE(versions.insert(r.version - s).second);
+            ASSERT_TRUE(versions.insert({k, r.version - s}).second);
           }
         }
         e.present = true;

@@ -310,6 +310,37 @@ TEST(FurrBallTest, DeletedAndReinsertedKeyNeverReusesAVersion) {
   EXPECT_EQ(ball->Set("aba", "c", cas).error, Error::kVersionMismatch);
 }
 
+// Versions are per key (node_shard.h, "Versions"): writes of other keys do
+// not show in a key's versions, because an overwrite takes the key's next
+// version instead of a fetch_add on the node's shared counter.
+TEST(FurrBallTest, AnOverwriteTakesTheKeysNextVersion) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions(1));
+  const SetResult a1 = ball->Set("a", "1");
+  ASSERT_EQ(ball->Set("b", "1").error, Error::kOk);
+  ASSERT_EQ(ball->Set("c", "1").error, Error::kOk);
+  const SetResult a2 = ball->Set("a", "2");
+  ASSERT_EQ(a2.error, Error::kOk);
+  EXPECT_EQ(a2.version, a1.version + 1);
+}
+
+// A hot key's versions run past the node's counter (it then reserves
+// versions from it); deleted and written again, the key still gets a higher
+// version than any it had, and so does a new key.
+TEST(FurrBallTest, AHotKeysVersionsStayIncreasingAcrossADelete) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions(1));
+  uint64_t last = 0;
+  for (int i = 0; i < 100; ++i) {
+    const SetResult s = ball->Set("hot", absl::StrCat(i));
+    ASSERT_EQ(s.error, Error::kOk);
+    EXPECT_GT(s.version, last) << "write " << i;
+    last = s.version;
+  }
+  ASSERT_TRUE(ball->Delete("hot").deleted);
+  const SetResult again = ball->Set("hot", "x");
+  EXPECT_GT(again.version, last);
+  EXPECT_GT(ball->Set("new", "x").version, again.version);
+}
+
 TEST(FurrBallTest, SupersededWritesConsumeVersionsJustBefore) {
   std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions(1));
   const SetResult a = ball->Set("w", "1");

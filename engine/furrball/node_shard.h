@@ -87,6 +87,29 @@
 // tests/spill/spill_race_test forces the interleavings.
 //
 // ---------------------------------------------------------------------------
+// Versions (NextVersion): per key, with the node's counter as a ceiling
+//
+// A write of a resident key takes the key's version + 1 (+ the superseded
+// writes it acknowledges) as long as that is below the node's counter, read
+// with a relaxed load; a new key, and a key whose versions reached the
+// counter, take versions from the counter (fetch_add). So the request path
+// writes the shared counter line only for inserts and for one overwrite in
+// kVersionStride of a hot key; overwrites of a resident key only read it.
+//
+// Invariant: every version issued is below the counter, which only grows.
+// The per-key path checks it; the counter path reserves its versions (and
+// kVersionStride - 1 more of headroom for the key's next overwrites) before
+// it uses them. Hence a key's versions only grow, across deletes and
+// evictions too: its next write holds the key lock that its earlier writers
+// released, so it reads the counter at or above the value that any earlier
+// version was issued below, and a new key's counter version exceeds them all.
+// Relocation and spill keep a key's version; a reload re-inserts it with the
+// version it had; warm restart moves the counter above every restored
+// version (RestoreSpilled). Versions are not unique across keys, only within
+// one: (version, page, generation, offset) still names one byte image of a
+// key, which is what the Get protocol below needs.
+//
+// ---------------------------------------------------------------------------
 // The Get protocol (seqlock read across CMap and page)
 //
 //   1. m1 = the KeyMeta, read by ConcurrentARC::TryVisit (CMap's seqlock
@@ -104,8 +127,8 @@
 // m1; the argument below is the same.)
 //
 // Why 4 proves the bytes are m1's. A KeyMeta names one immutable byte image:
-// every write takes a fresh version (never reused: the per-node counter only
-// grows), and a relocation moves the key to a new (page, generation, offset)
+// every write of a key takes a version above the key's last one (see
+// "Versions"), and a relocation moves the key to a new (page, generation, offset)
 // (a page's offsets are handed out once per generation). So if anything
 // overwrote the bytes we copied, it was (a) an in-place overwrite of this key,
 // which changed the version, or (b) a write to the page after it was
@@ -210,9 +233,10 @@
 #include "engine/common/raw_allocator.h"
 #include "engine/common/parking_lock.h"
 #include "engine/furrball/clock.h"
-#include "engine/furrball/furrball.h"
 #include "engine/furrball/key_meta.h"
 #include "engine/furrball/node_stats.h"
+#include "engine/furrball/operations.h"
+#include "engine/furrball/options.h"
 #include "engine/furrball/page_pool.h"
 #include "engine/furrball/spill_index.h"
 #include "engine/furrball/stats.h"
@@ -380,6 +404,10 @@ class NodeShard {
   static_assert((kKeyLocks & (kKeyLocks - 1)) == 0, "mask indexing");
   // Optimistic Get attempts before falling back to the key lock.
   static constexpr int kOptimisticReads = 8;
+  // Versions an overwrite that reached the counter reserves (see
+  // "Versions"): the key's next kVersionStride - 1 overwrites then only
+  // read the counter's line.
+  static constexpr uint64_t kVersionStride = 16;
   // Cold pages: how deep into ARC's LRU ends one marking looks (about two
   // pages of 1 KiB values at 256 KiB pages), and how many keys the worker
   // moves per refill step.
@@ -393,12 +421,11 @@ class NodeShard {
   ~NodeShard();
 
   uint64_t NowMs() const { return config_.clock->NowMs(); }
-  // A fresh version; `superseded` earlier ones are consumed just before it.
-  uint64_t NextVersion(uint32_t superseded) {
-    return next_version_.value.fetch_add(1 + uint64_t{superseded},
-                                         std::memory_order_relaxed) +
-           superseded;
-  }
+  // The version of a write (see "Versions" above). `current` is the key's
+  // resident version on this node, 0 if it has none; `superseded` earlier
+  // versions are consumed just before the returned one.
+  // REQUIRES: the key's write lock is held.
+  uint64_t NextVersion(uint64_t current, uint32_t superseded);
 
   // Set without the cooperative migration.
   SetResult SetValue(const HashPair& h, std::string_view key,
@@ -515,7 +542,8 @@ class NodeShard {
   // Get without the spill tier and without hit/miss counting.
   GetResult GetResident(const HashPair& h, std::string_view key,
                         std::string* value, ParkingLock& key_lock,
-                        uint64_t now, EntryKind wanted, EntryKind* kind);
+                        OperationClock& clock, EntryKind wanted,
+                        EntryKind* kind);
   // Spills the sparsest sealed page (worker); true if a page was freed.
   bool SpillSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Writes frozen page `page` as one PageBlob and moves its live keys to the
@@ -574,9 +602,10 @@ class NodeShard {
   struct alignas(kCacheLineSize) VersionCounter {
     std::atomic<uint64_t> value;
   };
-  // Node i issues versions from i * 2^58 + 1 up, so versions are unique
-  // across nodes too: a key that moves (search routings) never meets a
-  // version it had before. 2^58 versions last 900 years at 10^7 writes/s.
+  // Node i issues versions from i * 2^58 + 1 up, so the nodes' versions
+  // never meet: a key that moves (search routings) never meets a version it
+  // had before. 2^58 versions last 900 years at 10^7 writes/s, and 57 years
+  // if every write took kVersionStride of them.
   VersionCounter next_version_;
 
   // Serializes reclaimers: the worker's maintenance and writers that ran

@@ -21,12 +21,13 @@ namespace furrballs {
 namespace furrball_internal {
 namespace {
 
-// The expiry for a TTL set at `now`: 0 (never) for no TTL, saturating at
-// the largest deadline KeyMeta holds so that a huge TTL means "practically
-// never" rather than wrapping into the past. REQUIRES: now < kMaxExpiryMs
-// (FurrBall::Open checks the clock).
-uint64_t Deadline(uint64_t now, uint64_t ttl_ms) {
+// The expiry for a TTL set now: 0 (never) for no TTL, without a clock read,
+// saturating at the largest deadline KeyMeta holds so that a huge TTL means
+// "practically never" rather than wrapping into the past. REQUIRES: the
+// clock reads below kMaxExpiryMs (FurrBall::Open checks it).
+uint64_t Deadline(OperationClock& clock, uint64_t ttl_ms) {
   if (ttl_ms == 0) return 0;
+  const uint64_t now = clock.NowMs();
   return ttl_ms > kMaxExpiryMs - now ? kMaxExpiryMs : now + ttl_ms;
 }
 
@@ -42,10 +43,10 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
                          bool count_miss, bool read_disk, EntryKind wanted,
                          EntryKind* kind) {
   numatic_->SimulateRemoteAccess(requester, config_.node);
-  const uint64_t now = NowMs();
+  OperationClock clock(config_.clock);
   // Chunks are the engine's own entries: only client keys are counted.
   const bool counted = wanted != EntryKind::kChunk;
-  GetResult result = GetResident(h, key, value, key_lock, now, wanted, kind);
+  GetResult result = GetResident(h, key, value, key_lock, clock, wanted, kind);
   // Ghost hit (§2.9.6): the key's page is in the spill store. Under memory
   // pressure the reloaded key can be spilled again before we read it (the
   // reload itself makes room); then it is indexed under its new page and we
@@ -58,14 +59,15 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
       t->get_missed_memory(h);
     }
     SpilledKey spilled;
-    if (!spill_index_->Lookup(h, &spilled) || spilled.Expired(now)) {
+    if (!spill_index_->Lookup(h, &spilled) ||
+        clock.Passed(spilled.expiry_ms)) {
       // An ARC victim of h between ARC and the index: indexed now, look
       // it up again.
       if (SettleVictim(h)) continue;
       // No entry. Another Get may have reloaded the key since we looked in
       // memory: a reload inserts the key before it takes the entry, so look
       // in memory once more rather than miss a key that is being reloaded.
-      result = GetResident(h, key, value, key_lock, now, wanted, kind);
+      result = GetResident(h, key, value, key_lock, clock, wanted, kind);
       break;
     }
     if (!read_disk) {
@@ -95,7 +97,7 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
     // The reload's inserts may have pushed victims into the batch.
     FlushVictimBatchIfFull();
     if (!result.found) {
-      result = GetResident(h, key, value, key_lock, now, wanted, kind);
+      result = GetResident(h, key, value, key_lock, clock, wanted, kind);
     }
     if (result.found) {
       result.reloaded = true;
@@ -114,7 +116,7 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
 
 GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
                                  std::string* value, ParkingLock& key_lock,
-                                 uint64_t now, EntryKind wanted,
+                                 OperationClock& clock, EntryKind wanted,
                                  EntryKind* kind) {
   GetResult result;
   std::optional<KeyMeta> expired;
@@ -131,7 +133,7 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
         arc_->TryVisit(h, promote, [&](const KeyMeta& m) {
           seen = m;
           is_key = false;
-          if (m.Expired(now)) return;
+          if (clock.Passed(m.expiry_ms)) return;
           const uint8_t* entry = pool_.EntryAt(m.page, m.offset);
           is_key = PayloadKeyEquals(entry, m.size, key, wanted, &seen_kind);
           if (is_key) {
@@ -140,7 +142,8 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
           }
         });
     if (outcome == Arc::VisitOutcome::kChanged) return false;
-    if (outcome == Arc::VisitOutcome::kAbsent || seen->Expired(now)) {
+    if (outcome == Arc::VisitOutcome::kAbsent ||
+        clock.Passed(seen->expiry_ms)) {
       result.found = false;
       if (outcome != Arc::VisitOutcome::kAbsent) expired = seen;
       return true;
@@ -150,7 +153,8 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
     if (!is_key) return true;
     if (kind != nullptr) *kind = seen_kind;
     result.version = seen->version;
-    result.ttl_remaining_ms = seen->expiry_ms == 0 ? 0 : seen->expiry_ms - now;
+    result.ttl_remaining_ms =
+        seen->expiry_ms == 0 ? 0 : seen->expiry_ms - clock.NowMs();
     return true;
   };
   bool settled = false;
@@ -171,7 +175,7 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
   // writer holding the lock deals with the entry itself.
   if (expired.has_value()) {
     ReclaimIfExpired(h, expired->page, expired->offset, expired->generation,
-                     now);
+                     clock.NowMs());
   }
   return result;
 }
@@ -200,6 +204,21 @@ SetResult NodeShard::Set(const HashPair& h, std::string_view key,
   return r;
 }
 
+uint64_t NodeShard::NextVersion(uint64_t current, uint32_t superseded) {
+  const uint64_t per_key = current + 1 + superseded;
+  // Relaxed: the key lock orders this load after the loads and fetch_adds
+  // of the key's earlier writers, so the value read is at or above the one
+  // every earlier version of the key was checked against or reserved from.
+  if (current != 0 &&
+      per_key < next_version_.value.load(std::memory_order_relaxed)) {
+    return per_key;
+  }
+  const uint64_t headroom = current != 0 ? kVersionStride - 1 : 0;
+  return next_version_.value.fetch_add(1 + uint64_t{superseded} + headroom,
+                                       std::memory_order_relaxed) +
+         superseded;
+}
+
 SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
                               std::string_view value,
                               const WriteOptions& options, EntryKind kind,
@@ -207,7 +226,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
   const uint32_t size =
       static_cast<uint32_t>(PayloadSize(key.size(), value.size()));
   const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(size));
-  const uint64_t now = NowMs();
+  OperationClock clock(config_.clock);
   bool waited_for_evictions = false;
   for (;;) {
     const std::optional<KeyMeta> cur = arc_->Peek(h);
@@ -216,7 +235,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
     SpilledKey spilled;
     const bool live_spilled = !cur.has_value() && spill_index_ != nullptr &&
                               spill_index_->Lookup(h, &spilled) &&
-                              !spilled.Expired(now);
+                              !clock.Passed(spilled.expiry_ms);
     // ... except for an ARC victim between its erase and its indexing
     // (spill_index.h, "victim"): a condition must not decide on that, so
     // have it indexed (SettleVictim) and look again.
@@ -231,13 +250,14 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
     // its hash alone; its key is on disk.
     bool resident_is_key = true;
     if (options.mode != SetMode::kAlways && cur.has_value() &&
-        !cur->Expired(now)) {
+        !clock.Passed(cur->expiry_ms)) {
       const std::optional<bool> is_key = ResidentKeyIs(h, *cur, key);
       if (!is_key.has_value()) continue;  // it changed: look again
       resident_is_key = *is_key;
     }
     const bool live =
-        (cur.has_value() && !cur->Expired(now) && resident_is_key) ||
+        (cur.has_value() && !clock.Passed(cur->expiry_ms) &&
+         resident_is_key) ||
         live_spilled;
     const uint64_t live_version = cur.has_value() ? cur->version
                                                   : spilled.version;
@@ -254,11 +274,12 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
     // be acknowledged, so no reload can bring it back afterwards.
     SpilledKey dropped;
     if (spill_index_ != nullptr && spill_index_->Take(h, &dropped) &&
-        dropped.Expired(now)) {
+        clock.Passed(dropped.expiry_ms)) {
       stats_.Add(Counter::kTtlExpirations);
     }
-    const uint64_t version = NextVersion(options.superseded_writes);
-    const uint64_t expiry = Deadline(now, options.ttl_ms);
+    const uint64_t version = NextVersion(cur.has_value() ? cur->version : 0,
+                                         options.superseded_writes);
+    const uint64_t expiry = Deadline(clock, options.ttl_ms);
     if (expiry != 0 && !has_ttl_keys_.load(std::memory_order_relaxed)) {
       has_ttl_keys_.store(true, std::memory_order_relaxed);
     }
@@ -283,7 +304,9 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
       if (err == Error::kOk && same) {
         // The entry this write replaced had expired: one key left (an
         // expiration), one came in, so live_keys stays.
-        if (cur->Expired(now)) stats_.Add(Counter::kTtlExpirations);
+        if (clock.Passed(cur->expiry_ms)) {
+          stats_.Add(Counter::kTtlExpirations);
+        }
         stats_.Add(Counter::kSets);
         stats_.Add(Counter::kInPlaceSets);
         stats_.AddSigned(Counter::kLiveBytes,
@@ -325,7 +348,9 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
         pool_.Publish(r.page, capacity);
         pool_.EndWrite(r.page);
         pool_.Unpublish(before.page, before.capacity);
-        if (before.Expired(now)) stats_.Add(Counter::kTtlExpirations);
+        if (clock.Passed(before.expiry_ms)) {
+          stats_.Add(Counter::kTtlExpirations);
+        }
         stats_.Add(Counter::kSets);
         stats_.AddSigned(Counter::kLiveBytes,
                          int64_t{size} - int64_t{before.size});
@@ -388,7 +413,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
 
 DeleteResult NodeShard::Delete(const HashPair& h, uint64_t if_version,
                                std::string* replaced_head) {
-  const uint64_t now = NowMs();
+  OperationClock clock(config_.clock);
   for (;;) {
     // Under the key lock only movers (which keep the version) and evictors
     // change the KeyMeta, so a version checked here still holds at the
@@ -415,7 +440,7 @@ DeleteResult NodeShard::Delete(const HashPair& h, uint64_t if_version,
         return DeleteResult{Error::kOk, false};
       }
       if (spill_index_ != nullptr && spill_index_->Take(h, &spilled)) {
-        const bool expired = spilled.Expired(now);
+        const bool expired = clock.Passed(spilled.expiry_ms);
         stats_.Add(expired ? Counter::kTtlExpirations : Counter::kDeletes);
         return DeleteResult{Error::kOk, !expired};
       }
@@ -425,15 +450,17 @@ DeleteResult NodeShard::Delete(const HashPair& h, uint64_t if_version,
     // Unpublished only by AccountRemoved: the bytes are still the entry's.
     CopyIfChunkedHead(erased, replaced_head);
     AccountRemoved(erased);
-    const bool expired = erased.Expired(now);
+    const bool expired = clock.Passed(erased.expiry_ms);
     stats_.Add(expired ? Counter::kTtlExpirations : Counter::kDeletes);
     return DeleteResult{Error::kOk, !expired};
   }
 }
 
 Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
-  const uint64_t now = NowMs();
-  const uint64_t expiry = Deadline(now, ttl_ms);
+  // Read up front: the liveness check below runs inside the slot's write.
+  OperationClock clock(config_.clock);
+  const uint64_t now = clock.NowMs();
+  const uint64_t expiry = Deadline(clock, ttl_ms);
   if (expiry != 0 && !has_ttl_keys_.load(std::memory_order_relaxed)) {
     has_ttl_keys_.store(true, std::memory_order_relaxed);
   }
@@ -452,7 +479,8 @@ Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
       SettleVictim(h);
       if (arc_->Peek(h).has_value()) continue;
       SpilledKey spilled;
-      if (spill_index_->Lookup(h, &spilled) && !spilled.Expired(now) &&
+      if (spill_index_->Lookup(h, &spilled) &&
+          !clock.Passed(spilled.expiry_ms) &&
           spill_index_->SetExpiry(h, expiry)) {
         stats_.Add(Counter::kTouches);
         return Error::kOk;
