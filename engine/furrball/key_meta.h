@@ -25,10 +25,10 @@ inline constexpr uint64_t kMaxExpiryMs = (uint64_t{1} << kExpiryBits) - 1;
 inline constexpr uint32_t kGenerationMask = (uint32_t{1} << kGenerationBits) - 1;
 
 struct KeyMeta {
-  // Every write takes a fresh version from its node's counter (see
-  // NodeShard::NextVersion), so (version, page, generation, offset) names one
-  // immutable byte image: an in-place overwrite takes a new version, and a
-  // relocation lands on a new (page, generation, offset). A reader that sees
+  // Every write of a key takes a version above the key's last one (see
+  // "Versions" in node_shard.h), so a key's (version, page, generation,
+  // offset) names one immutable byte image: an in-place overwrite takes a
+  // new version, and a relocation lands on a new (page, generation, offset). A reader that sees
   // the same KeyMeta before and after copying the bytes therefore copied
   // bytes nobody changed (the Get protocol in node_shard.h).
   uint64_t version = 0;
