@@ -123,6 +123,11 @@ absl::StatusOr<ReadBack> CheckReadBack(PeerClient& client, uint64_t first, uint6
       if (chosen.insert(k).second) numbers.push_back(k);
     }
   }
+  // A Furrballs MultiGet answers at most --max_response_bytes of values
+  // (4 MiB by default) and refuses the keys past it, so large values are
+  // read back in fewer keys per request.
+  constexpr size_t kResponseBytes = size_t{4} << 20;
+  depth = static_cast<int>(std::clamp<size_t>(kResponseBytes / value_bytes, 1, depth));
   ReadBack r;
   std::vector<PeerOp> batch;
   for (size_t i = 0; i < numbers.size(); i += depth) {
