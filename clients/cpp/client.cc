@@ -285,11 +285,19 @@ absl::Status Expired() {
   return absl::DeadlineExceededError("Deadline Exceeded");
 }
 
+// `call` with what is left of `deadline` as its timeout, for a call sent
+// again after its batched attempt (rounded down: never past the caller's).
+CallOptions Remaining(CallOptions call,
+                      std::chrono::system_clock::time_point deadline) {
+  call.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::system_clock::now());
+  return call;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::PipelineResponse> Client::RunBatched(
-    v1::PipelineRequest op, const CallOptions& call) {
-  const auto deadline = BatchedDeadline(call, options_);
+    v1::PipelineRequest op, std::chrono::system_clock::time_point deadline) {
   if (deadline <= std::chrono::system_clock::now()) return Expired();
   // Shared with the callback, which may run after this call gave up.
   struct Wait {
@@ -311,9 +319,9 @@ absl::StatusOr<v1::PipelineResponse> Client::RunBatched(
   return std::move(wait->result);
 }
 
-void Client::SubmitBatched(v1::PipelineRequest op, const CallOptions& call,
+void Client::SubmitBatched(v1::PipelineRequest op,
+                           std::chrono::system_clock::time_point deadline,
                            std::function<void(OpResult)> done) {
-  const auto deadline = BatchedDeadline(call, options_);
   if (deadline <= std::chrono::system_clock::now()) {
     Leave(Path::kBatched);
     done(Expired());
@@ -363,7 +371,19 @@ void Client::Prepare(grpc::ClientContext* ctx, const CallOptions& call) const {
 absl::StatusOr<std::optional<Entry>> Client::Get(absl::string_view key,
                                                  const CallOptions& call) {
   Routed routed(this, call);
-  if (routed.batched()) return AsEntry(RunBatched(GetOp(key), call));
+  if (routed.batched()) {
+    const auto deadline = BatchedDeadline(call, options_);
+    OpResult r = RunBatched(GetOp(key), deadline);
+    if (!IsOverResponseLimit(r.status())) return AsEntry(std::move(r));
+    // Its value did not fit beside the others of its Batch answer; alone it
+    // does (clients/README.md, "Automatic batching").
+    return UnaryGet(key, Remaining(call, deadline));
+  }
+  return UnaryGet(key, call);
+}
+
+absl::StatusOr<std::optional<Entry>> Client::UnaryGet(
+    absl::string_view key, const CallOptions& call) {
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
   v1::GetRequest request;
@@ -380,7 +400,8 @@ absl::StatusOr<uint64_t> Client::Set(absl::string_view key,
                                      const CallOptions& call) {
   Routed routed(this, call);
   if (routed.batched()) {
-    return AsVersion(RunBatched(SetOp(key, value, options), call));
+    return AsVersion(RunBatched(SetOp(key, value, options),
+                                BatchedDeadline(call, options_)));
   }
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
@@ -395,7 +416,10 @@ absl::StatusOr<uint64_t> Client::Set(absl::string_view key,
 absl::StatusOr<bool> Client::Delete(absl::string_view key,
                                     const CallOptions& call) {
   Routed routed(this, call);
-  if (routed.batched()) return AsDeleted(RunBatched(DeleteOp(key), call));
+  if (routed.batched()) {
+    return AsDeleted(
+        RunBatched(DeleteOp(key), BatchedDeadline(call, options_)));
+  }
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
   v1::DeleteRequest request;
@@ -410,7 +434,8 @@ absl::Status Client::Touch(absl::string_view key, uint64_t ttl_ms,
                            const CallOptions& call) {
   Routed routed(this, call);
   if (routed.batched()) {
-    return AsTouched(RunBatched(TouchOp(key, ttl_ms), call));
+    return AsTouched(
+        RunBatched(TouchOp(key, ttl_ms), BatchedDeadline(call, options_)));
   }
   grpc::ClientContext ctx;
   Prepare(&ctx, call);
@@ -473,11 +498,25 @@ void Client::GetAsync(absl::string_view key, GetCallback done,
                       const CallOptions& call) {
   const Path path = Route(call, /*synchronous=*/false);
   if (path == Path::kBatched) {
-    return SubmitBatched(GetOp(key), call,
-                         [done = std::move(done)](OpResult r) {
-                           done(AsEntry(std::move(r)));
-                         });
+    const auto deadline = BatchedDeadline(call, options_);
+    return SubmitBatched(
+        GetOp(key), deadline,
+        [this, key = std::string(key), call, deadline,
+         done = std::move(done)](OpResult r) mutable {
+          if (IsOverResponseLimit(r.status())) {
+            // As in Get. Started before SubmitBatched's EndAsync, so the
+            // destructor waits for it too.
+            return UnaryGetAsync(key, std::move(done),
+                                 Remaining(call, deadline), Path::kUnary);
+          }
+          done(AsEntry(std::move(r)));
+        });
   }
+  UnaryGetAsync(key, std::move(done), call, path);
+}
+
+void Client::UnaryGetAsync(absl::string_view key, GetCallback done,
+                           const CallOptions& call, Path path) {
   auto* c = new AsyncCall<v1::GetRequest, v1::GetResponse>;
   Prepare(&c->ctx, call);
   c->request.set_key(key.data(), key.size());
@@ -496,7 +535,8 @@ void Client::SetAsync(absl::string_view key, absl::string_view value,
                       const CallOptions& call) {
   const Path path = Route(call, /*synchronous=*/false);
   if (path == Path::kBatched) {
-    return SubmitBatched(SetOp(key, value, options), call,
+    return SubmitBatched(SetOp(key, value, options),
+                         BatchedDeadline(call, options_),
                          [done = std::move(done)](OpResult r) {
                            done(AsVersion(std::move(r)));
                          });
@@ -520,7 +560,8 @@ void Client::DeleteAsync(absl::string_view key, DeleteCallback done,
                          const CallOptions& call) {
   const Path path = Route(call, /*synchronous=*/false);
   if (path == Path::kBatched) {
-    return SubmitBatched(DeleteOp(key), call,
+    return SubmitBatched(DeleteOp(key),
+                         BatchedDeadline(call, options_),
                          [done = std::move(done)](OpResult r) {
                            done(AsDeleted(std::move(r)));
                          });
@@ -544,7 +585,8 @@ void Client::TouchAsync(absl::string_view key, uint64_t ttl_ms,
                         TouchCallback done, const CallOptions& call) {
   const Path path = Route(call, /*synchronous=*/false);
   if (path == Path::kBatched) {
-    return SubmitBatched(TouchOp(key, ttl_ms), call,
+    return SubmitBatched(TouchOp(key, ttl_ms),
+                         BatchedDeadline(call, options_),
                          [done = std::move(done)](OpResult r) {
                            done(AsTouched(std::move(r)));
                          });

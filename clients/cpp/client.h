@@ -321,13 +321,22 @@ class Client {
   // Leave()s on destruction: the synchronous calls' guard.
   class Routed;
   // The two ways a call goes through the batcher. RunBatched waits for the
-  // answer until the call's deadline; SubmitBatched calls `done` once.
+  // answer until `deadline`; SubmitBatched calls `done` once.
   absl::StatusOr<::furrballs::v1::PipelineResponse> RunBatched(
-      ::furrballs::v1::PipelineRequest op, const CallOptions& call);
+      ::furrballs::v1::PipelineRequest op,
+      std::chrono::system_clock::time_point deadline);
   void SubmitBatched(
-      ::furrballs::v1::PipelineRequest op, const CallOptions& call,
+      ::furrballs::v1::PipelineRequest op,
+      std::chrono::system_clock::time_point deadline,
       std::function<void(absl::StatusOr<::furrballs::v1::PipelineResponse>)>
           done);
+  // Get as a unary call: the path of a call not batched, and of a batched
+  // Get whose value did not fit its Batch answer (IsOverResponseLimit).
+  absl::StatusOr<std::optional<Entry>> UnaryGet(absl::string_view key,
+                                                const CallOptions& call);
+  // The same, asynchronous; `path` is what Leave() gets before `done` runs.
+  void UnaryGetAsync(absl::string_view key, GetCallback done,
+                     const CallOptions& call, Path path);
 
   const std::string target_;
   const ClientOptions options_;

@@ -630,6 +630,101 @@ TEST(ClientBatchingTest, LoneCallerGoesUnary) {
   EXPECT_EQ(UnaryRequests(**server), 4u);
 }
 
+// A server whose Batch answers hold two values of 200 KiB at most
+// (--max_value_bytes=262144 --max_response_bytes=524288), holding
+// kBigKeys such values; and the key and value of each.
+constexpr int kBigKeys = 8;
+constexpr size_t kBigValueBytes = 200 << 10;
+
+std::string BigKey(int i) { return absl::StrCat("big-", i); }
+std::string BigValue(int i) {
+  return std::string(kBigValueBytes, static_cast<char>('a' + i));
+}
+
+absl::StatusOr<std::unique_ptr<service::Server>> StartSmallAnswerServer() {
+  service::ServerOptions o = testing::TestServerOptions();
+  o.engine.max_value_bytes = 262144;
+  o.stream_limits.max_response_bytes = 524288;
+  auto server = service::Server::Start(o);
+  if (!server.ok()) return server;
+  Client setter(testing::AddressOf(**server),
+                ClientOptions{.default_timeout = milliseconds(10000),
+                              .batch_streams = 0});
+  for (int i = 0; i < kBigKeys; ++i) {
+    absl::StatusOr<uint64_t> v = setter.Set(BigKey(i), BigValue(i));
+    if (!v.ok()) return v.status();
+  }
+  return server;
+}
+
+// Issue 14: concurrent plain Gets coalesce into one Batch message whose
+// answer may hold only --max_response_bytes of values; a Get whose value
+// did not fit there is answered RESOURCE_EXHAUSTED by the server, and the
+// client sends it again alone, so each caller, who asked for one value,
+// gets it. Eight synchronous callers through one batching client.
+TEST(ClientBatchingTest, GetsOverTheResponseLimitTogetherAllSucceed) {
+  auto server = StartSmallAnswerServer();
+  ASSERT_TRUE(server.ok()) << server.status();
+  Client c(testing::AddressOf(**server),
+           ClientOptions{.default_timeout = milliseconds(10000),
+                         .batch_streams = 1});
+  constexpr int kRounds = 20;
+  std::atomic<int> failures{0};
+  absl::Mutex mu;
+  std::string first_failure;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kBigKeys; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        absl::StatusOr<std::optional<Entry>> e = c.Get(BigKey(t));
+        if (!e.ok() || !e->has_value() || (*e)->value != BigValue(t)) {
+          failures++;
+          absl::MutexLock lock(&mu);
+          if (first_failure.empty()) {
+            first_failure = e.ok() ? "wrong value" : e.status().ToString();
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0) << first_failure;
+  EXPECT_GT(Requests(**server, service::RequestOp::kBatch), 0u);
+}
+
+// The same for asynchronous Gets, which are always batched: a burst of
+// eight from one thread shares messages (the first goes alone, the others
+// wait for it and go together), each callback gets its value.
+TEST(ClientBatchingTest, AsyncGetsOverTheResponseLimitTogetherAllSucceed) {
+  auto server = StartSmallAnswerServer();
+  ASSERT_TRUE(server.ok()) << server.status();
+  Client c(testing::AddressOf(**server),
+           ClientOptions{.default_timeout = milliseconds(10000),
+                         .batch_streams = 1});
+  constexpr int kRounds = 10;
+  std::atomic<int> failures{0};
+  absl::Mutex mu;
+  std::string first_failure;
+  for (int round = 0; round < kRounds; ++round) {
+    absl::BlockingCounter pending(kBigKeys);
+    for (int k = 0; k < kBigKeys; ++k) {
+      c.GetAsync(BigKey(k), [&, k](absl::StatusOr<std::optional<Entry>> e) {
+        if (!e.ok() || !e->has_value() || (*e)->value != BigValue(k)) {
+          failures++;
+          absl::MutexLock lock(&mu);
+          if (first_failure.empty()) {
+            first_failure = e.ok() ? "wrong value" : e.status().ToString();
+          }
+        }
+        pending.DecrementCount();
+      });
+    }
+    pending.Wait();
+  }
+  EXPECT_EQ(failures.load(), 0) << first_failure;
+  EXPECT_GT(Requests(**server, service::RequestOp::kBatch), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transport, ClientTest, kTransports, TransportName);
 
 // A server that accepts connections and never answers: every kind of call

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 
 namespace furrballs::client {
@@ -34,6 +35,11 @@ absl::Status ToAbslStatus(const grpc::Status& status) {
   const std::string& message = status.error_message();
   return StatusFromCode(static_cast<int32_t>(status.error_code()),
                         absl::string_view(message.data(), message.size()));
+}
+
+bool IsOverResponseLimit(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) &&
+         absl::StrContains(status.message(), "--max_response_bytes");
 }
 
 }  // namespace furrballs::client

@@ -26,6 +26,13 @@ absl::Status ToAbslStatus(const grpc::Status& status);
 // (SetResult.code, PipelineResponse.code).
 absl::Status StatusFromCode(int32_t code, absl::string_view message);
 
+// Whether `status` is the RESOURCE_EXHAUSTED a Get in a Batch or MultiGet
+// answer gets when its value did not fit beside the others under the
+// server's --max_response_bytes (service/response_budget.h), told apart from
+// a full queue or memory by the flag its message names. Such a Get succeeds
+// when sent alone: the server keeps that limit at least one value's size.
+bool IsOverResponseLimit(const absl::Status& status);
+
 }  // namespace furrballs::client
 
 #endif  // FURRBALLS_CLIENTS_CPP_STATUS_H_

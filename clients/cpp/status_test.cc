@@ -48,5 +48,19 @@ TEST(StatusTest, CodesOutsideTheCanonicalRangeBecomeUnknown) {
   }
 }
 
+// Only the response limit's RESOURCE_EXHAUSTED is worth sending again
+// alone; a full queue or memory is not (the message tells them apart).
+TEST(StatusTest, OverResponseLimitIsToldApartByItsMessage) {
+  EXPECT_TRUE(IsOverResponseLimit(absl::ResourceExhaustedError(
+      "Batch op 3: not answered: the values already in this answer reach "
+      "the limit of 524288 bytes (--max_response_bytes); ask for this key "
+      "again in another call")));
+  EXPECT_FALSE(IsOverResponseLimit(absl::ResourceExhaustedError(
+      "the owning node's request queue is full; retry later")));
+  EXPECT_FALSE(IsOverResponseLimit(
+      absl::InvalidArgumentError("limit (--max_response_bytes)")));
+  EXPECT_FALSE(IsOverResponseLimit(absl::OkStatus()));
+}
+
 }  // namespace
 }  // namespace furrballs::client

@@ -14,6 +14,10 @@ namespace furrballs::client::testing {
 
 absl::StatusOr<std::unique_ptr<service::Server>> StartTestServer(
     const std::string& listen_address) {
+  return service::Server::Start(TestServerOptions(listen_address));
+}
+
+service::ServerOptions TestServerOptions(const std::string& listen_address) {
   service::ServerOptions o;
   o.listen_address = listen_address;
   o.engine.simulate_topology = true;
@@ -21,7 +25,7 @@ absl::StatusOr<std::unique_ptr<service::Server>> StartTestServer(
   o.engine.memory_budget_bytes = size_t{64} << 20;
   o.engine.pin_workers = false;
   o.shutdown_deadline = std::chrono::milliseconds(2000);
-  return service::Server::Start(o);
+  return o;
 }
 
 std::string AddressOf(const service::Server& server) {

@@ -20,6 +20,11 @@ namespace furrballs::client::testing {
 absl::StatusOr<std::unique_ptr<service::Server>> StartTestServer(
     const std::string& listen_address = "127.0.0.1:0");
 
+// The options StartTestServer uses, for a test that changes some before
+// starting the server with service::Server::Start.
+service::ServerOptions TestServerOptions(
+    const std::string& listen_address = "127.0.0.1:0");
+
 // "127.0.0.1:<port>" of a running server.
 std::string AddressOf(const service::Server& server);
 
