@@ -323,6 +323,55 @@ class BatchingTest(unittest.TestCase):
         self.assertEqual(self.unary_requests() - unary0, 4)
 
 
+class ResponseLimitTest(unittest.TestCase):
+    """Issue 14: concurrent plain gets coalesce into one Batch message whose
+    answer may hold only --max_response_bytes of values; a get whose value
+    did not fit there is answered RESOURCE_EXHAUSTED by the server, and the
+    client sends it again alone, so each caller gets the one value it asked
+    for. Answers here hold two values of 200 KiB at most."""
+
+    KEYS, VALUE_BYTES = 8, 200 << 10
+
+    server: ServerProcess
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = ServerProcess(SERVER_BINARY, flags=[
+            "--max_value_bytes=262144", "--max_response_bytes=524288"])
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.stop()
+
+    def test_concurrent_gets_over_the_response_limit_all_succeed(self) -> None:
+        values = [bytes([ord("a") + k]) * self.VALUE_BYTES for k in range(self.KEYS)]
+        failures: List[str] = []
+        # A barrier per round lines the callers up, so that most rounds put
+        # several gets in one message (the first goes alone, the rest wait).
+        rounds = 10
+        barrier = threading.Barrier(self.KEYS)
+        with fb.Client(self.server.target, timeout=10.0) as client:
+            for k, value in enumerate(values):
+                client.set(f"big-{k}", value)
+
+            def work(k: int) -> None:
+                for _ in range(rounds):
+                    barrier.wait()
+                    try:
+                        e = client.get(f"big-{k}")
+                        if e is None or e.value != values[k]:
+                            failures.append(f"big-{k}: wrong value")
+                    except fb.FurrballsError as err:
+                        failures.append(f"big-{k}: {err}")
+
+            workers = [threading.Thread(target=work, args=(k,)) for k in range(self.KEYS)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+        self.assertEqual(failures, [])
+
+
 class XmlResult(unittest.TextTestResult):
     """Also keeps each case's outcome for the JUnit XML."""
 
@@ -375,7 +424,7 @@ def main() -> int:
     global SERVER_BINARY
     SERVER_BINARY = os.path.abspath(sys.argv[1])
     return run_cases("python_client_test", ClientTest, UnaryClientTest,
-                     BatchedClientTest, BatchingTest)
+                     BatchedClientTest, BatchingTest, ResponseLimitTest)
 
 
 if __name__ == "__main__":

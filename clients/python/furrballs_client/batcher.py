@@ -39,7 +39,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, TypeVar
 
 import grpc
 
-from .errors import FurrballsError, error_for, error_from_number
+from .errors import FurrballsError, error_for, error_from_number, is_over_response_limit
 from .v1 import furrballs_pb2 as pb
 
 T = TypeVar("T")
@@ -180,19 +180,27 @@ class Batcher:
         self._closed = False
 
     def call(self, method: str, field: str, request, timeout: float,
-             unary: Callable[[], T]):
+             unary: Callable[[float], T]):
         """The answer to `request` (the `field` of a PipelineRequest: "get",
-        "set", "delete" or "touch"): unary() if no other call is in flight,
-        else that field of its PipelineResponse. Raises as unary() would.
-        REQUIRES: timeout > 0 (seconds)."""
+        "set", "delete" or "touch"): unary(timeout) if no other call is in
+        flight, else that field of its PipelineResponse. A get whose value
+        did not fit its Batch answer (is_over_response_limit) is sent again
+        as unary(what is left of timeout): alone it fits. Raises as unary()
+        would. REQUIRES: timeout > 0 (seconds)."""
         with self._lock:
             alone = self._in_flight == 0
             self._in_flight += 1
         try:
             if alone and not self._batch_lone_calls:
-                return unary()
+                return unary(timeout)
+            deadline = time.monotonic() + timeout
             op = _Op(pb.PipelineRequest(**{field: request}), method)
-            return getattr(self._run(op, timeout), field)
+            try:
+                return getattr(self._run(op, deadline), field)
+            except FurrballsError as e:
+                if not is_over_response_limit(e):
+                    raise
+            return unary(deadline - time.monotonic())
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -212,8 +220,7 @@ class Batcher:
         for s in streams:
             s.join(timeout)
 
-    def _run(self, op: _Op, timeout: float) -> pb.PipelineResponse:
-        deadline = time.monotonic() + timeout
+    def _run(self, op: _Op, deadline: float) -> pb.PipelineResponse:
         slot = next(self._next_slot) % len(self._slots)
         # A stream can end between being picked and taking the op; the second
         # try gets a new one.

@@ -173,7 +173,9 @@ class Client:
     sends every call unary); while one message is in flight the next fills,
     with no timer. A call that finds no other in flight goes unary, so a
     lone caller pays nothing for it (``batch_lone_calls=True`` batches it
-    too). Results, errors and deadlines are those of the unary calls.
+    too). Results, errors and deadlines are those of the unary calls: a get
+    whose value did not fit its Batch answer (the server's
+    --max_response_bytes) is sent again alone within its deadline.
     """
 
     def __init__(self, target: str, timeout: float = 5.0,
@@ -247,7 +249,7 @@ class Client:
         if self._batcher is None:
             return self._call(method, request, timeout)
         return self._batcher.call(method, field, request, self._timeout(method, timeout),
-                                  lambda: self._call(method, request, timeout))
+                                  lambda t: self._call(method, request, t))
 
     # The asynchronous form of _call, for the cluster client's parallel
     # batches: _start sends, _finish waits and maps a failure like _call.

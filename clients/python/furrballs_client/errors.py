@@ -83,3 +83,14 @@ def error_from_number(number: int, message: str, method: str) -> FurrballsError:
     if code is grpc.StatusCode.UNKNOWN and number != code.value[0]:
         message = f"status code {number} from server: {message}"
     return error_for(code, message, method)
+
+
+def is_over_response_limit(error: FurrballsError) -> bool:
+    """Whether ``error`` is the RESOURCE_EXHAUSTED a get in a Batch or
+    MultiGet answer gets when its value did not fit beside the others under
+    the server's --max_response_bytes (service/response_budget.h), told apart
+    from a full queue or memory by the flag its message names. Such a get
+    succeeds when sent alone: the server keeps that limit at least one
+    value's size."""
+    return (error.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+            and "--max_response_bytes" in error.message)
