@@ -20,6 +20,12 @@
 // would; a later answer is dropped). When the stream ends, every operation
 // still waiting fails with its status (UNAVAILABLE if it ended OK), and the
 // next call on that slot opens a new stream.
+//
+// A Get whose value did not fit its Batch answer (the server's per-op
+// RESOURCE_EXHAUSTED naming --max_response_bytes, service/response_budget.h)
+// is sent again as a unary call within what is left of its deadline: its
+// caller asked for one value, and one value alone always fits (the server
+// keeps that limit at least --max_value_bytes).
 package dev.furrballs.ycsb;
 
 import furrballs.v1.Furrballs.BatchRequest;
@@ -42,6 +48,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
+import java.util.function.LongFunction;
 import java.util.function.Supplier;
 
 final class Batcher {
@@ -66,18 +73,42 @@ final class Batcher {
     this.slots = new Stream[Math.max(1, streams)];
   }
 
-  // The answer: `unary` if no other call is in flight, else `op` sent in a
-  // Batch message and its answer converted by `fromBatch`. Throws
-  // StatusRuntimeException on failure, as a unary call does.
-  // REQUIRES: timeoutMs > 0.
-  <T> T call(Supplier<T> unary, Supplier<PipelineRequest> op,
+  // The answer: `unary` (given the timeout in ms) if no other call is in
+  // flight, else `op` sent in a Batch message and its answer converted by
+  // `fromBatch`; an op over the response limit goes unary with what is left
+  // of the timeout. Throws StatusRuntimeException on failure, as a unary
+  // call does. REQUIRES: timeoutMs > 0.
+  <T> T call(LongFunction<T> unary, Supplier<PipelineRequest> op,
              Function<PipelineResponse, T> fromBatch, long timeoutMs) {
     boolean alone = inFlight.getAndIncrement() == 0;
     try {
-      return alone ? unary.get() : fromBatch.apply(run(op.get(), timeoutMs));
+      if (alone) {
+        return unary.apply(timeoutMs);
+      }
+      long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+      try {
+        return fromBatch.apply(run(op.get(), deadline));
+      } catch (StatusRuntimeException e) {
+        if (!overResponseLimit(e.getStatus())) {
+          throw e;
+        }
+      }
+      long leftMs = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+      if (leftMs <= 0) {
+        throw Status.DEADLINE_EXCEEDED.withDescription("Deadline Exceeded").asRuntimeException();
+      }
+      return unary.apply(leftMs);
     } finally {
       inFlight.decrementAndGet();
     }
+  }
+
+  // Whether `status` is a Get's RESOURCE_EXHAUSTED for the response limit,
+  // told apart from a full queue or memory by the flag its message names.
+  static boolean overResponseLimit(Status status) {
+    String message = status.getDescription();
+    return status.getCode() == Status.Code.RESOURCE_EXHAUSTED && message != null
+        && message.contains("--max_response_bytes");
   }
 
   void close() {
@@ -90,8 +121,7 @@ final class Batcher {
     }
   }
 
-  private PipelineResponse run(PipelineRequest op, long timeoutMs) {
-    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+  private PipelineResponse run(PipelineRequest op, long deadline) {
     Pending p = new Pending(op);
     int slot = Math.floorMod(nextSlot.getAndIncrement(), slots.length);
     // A stream can end between being picked and taking the op; the second

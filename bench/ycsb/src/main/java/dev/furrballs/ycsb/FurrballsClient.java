@@ -214,10 +214,10 @@ public final class FurrballsClient extends DB {
     connection.close();
   }
 
-  private <Req, Resp> Resp call(MethodDescriptor<Req, Resp> method, Req request) {
+  private <Req, Resp> Resp call(MethodDescriptor<Req, Resp> method, Req request, long callMs) {
     return ClientCalls.blockingUnaryCall(
         connection.calls, method,
-        CallOptions.DEFAULT.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS), request);
+        CallOptions.DEFAULT.withDeadlineAfter(callMs, TimeUnit.MILLISECONDS), request);
   }
 
   // A Get, Set or Delete: unary, or through the Batcher when batching.
@@ -225,9 +225,9 @@ public final class FurrballsClient extends DB {
                                   Supplier<PipelineRequest> op,
                                   Function<PipelineResponse, Resp> fromBatch) {
     if (connection.batcher == null) {
-      return call(method, request);
+      return call(method, request, timeoutMs);
     }
-    return connection.batcher.call(() -> call(method, request), op, fromBatch, timeoutMs);
+    return connection.batcher.call(t -> call(method, request, t), op, fromBatch, timeoutMs);
   }
 
   private static ByteString key(String key) {
