@@ -657,6 +657,32 @@ absl::StatusOr<std::unique_ptr<service::Server>> StartSmallAnswerServer() {
   return server;
 }
 
+// The answers to Gets of BigKey(k) from several threads: how many were not
+// BigValue(k), and the first of those.
+class BigGetResults {
+ public:
+  void Check(int k, const absl::StatusOr<std::optional<Entry>>& e) {
+    if (e.ok() && e->has_value() && (*e)->value == BigValue(k)) return;
+    absl::MutexLock lock(&mu_);
+    if (failures_++ == 0) {
+      first_failure_ = e.ok() ? "wrong value" : e.status().ToString();
+    }
+  }
+  int failures() {
+    absl::MutexLock lock(&mu_);
+    return failures_;
+  }
+  std::string first_failure() {
+    absl::MutexLock lock(&mu_);
+    return first_failure_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string first_failure_ ABSL_GUARDED_BY(mu_);
+};
+
 // Issue 14: concurrent plain Gets coalesce into one Batch message whose
 // answer may hold only --max_response_bytes of values; a Get whose value
 // did not fit there is answered RESOURCE_EXHAUSTED by the server, and the
@@ -669,26 +695,17 @@ TEST(ClientBatchingTest, GetsOverTheResponseLimitTogetherAllSucceed) {
            ClientOptions{.default_timeout = milliseconds(10000),
                          .batch_streams = 1});
   constexpr int kRounds = 20;
-  std::atomic<int> failures{0};
-  absl::Mutex mu;
-  std::string first_failure;
+  BigGetResults results;
   std::vector<std::thread> threads;
   for (int t = 0; t < kBigKeys; ++t) {
     threads.emplace_back([&, t] {
       for (int round = 0; round < kRounds; ++round) {
-        absl::StatusOr<std::optional<Entry>> e = c.Get(BigKey(t));
-        if (!e.ok() || !e->has_value() || (*e)->value != BigValue(t)) {
-          failures++;
-          absl::MutexLock lock(&mu);
-          if (first_failure.empty()) {
-            first_failure = e.ok() ? "wrong value" : e.status().ToString();
-          }
-        }
+        results.Check(t, c.Get(BigKey(t)));
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0) << first_failure;
+  EXPECT_EQ(results.failures(), 0) << results.first_failure();
   EXPECT_GT(Requests(**server, service::RequestOp::kBatch), 0u);
 }
 
@@ -702,26 +719,18 @@ TEST(ClientBatchingTest, AsyncGetsOverTheResponseLimitTogetherAllSucceed) {
            ClientOptions{.default_timeout = milliseconds(10000),
                          .batch_streams = 1});
   constexpr int kRounds = 10;
-  std::atomic<int> failures{0};
-  absl::Mutex mu;
-  std::string first_failure;
+  BigGetResults results;
   for (int round = 0; round < kRounds; ++round) {
     absl::BlockingCounter pending(kBigKeys);
     for (int k = 0; k < kBigKeys; ++k) {
       c.GetAsync(BigKey(k), [&, k](absl::StatusOr<std::optional<Entry>> e) {
-        if (!e.ok() || !e->has_value() || (*e)->value != BigValue(k)) {
-          failures++;
-          absl::MutexLock lock(&mu);
-          if (first_failure.empty()) {
-            first_failure = e.ok() ? "wrong value" : e.status().ToString();
-          }
-        }
+        results.Check(k, e);
         pending.DecrementCount();
       });
     }
     pending.Wait();
   }
-  EXPECT_EQ(failures.load(), 0) << first_failure;
+  EXPECT_EQ(results.failures(), 0) << results.first_failure();
   EXPECT_GT(Requests(**server, service::RequestOp::kBatch), 0u);
 }
 
