@@ -23,6 +23,7 @@ from xml.sax.saxutils import quoteattr
 import grpc
 
 import furrballs_client as fb
+from furrballs_client.errors import error_for, is_over_response_limit
 
 SERVER_BINARY: Optional[str] = None
 
@@ -370,6 +371,19 @@ class ResponseLimitTest(unittest.TestCase):
             for w in workers:
                 w.join()
         self.assertEqual(failures, [])
+
+    def test_only_the_response_limit_is_resent(self) -> None:
+        # Told apart by the flag the server's message names: a full queue
+        # or memory is returned to the caller as before.
+        exhausted = grpc.StatusCode.RESOURCE_EXHAUSTED
+        self.assertTrue(is_over_response_limit(error_for(
+            exhausted, "Batch op 3: not answered: the values already in this answer "
+            "reach the limit of 524288 bytes (--max_response_bytes); ask for this "
+            "key again in another call", "Get")))
+        self.assertFalse(is_over_response_limit(error_for(
+            exhausted, "the owning node's request queue is full; retry later", "Get")))
+        self.assertFalse(is_over_response_limit(error_for(
+            grpc.StatusCode.INVALID_ARGUMENT, "(--max_response_bytes)", "Get")))
 
 
 class XmlResult(unittest.TextTestResult):
