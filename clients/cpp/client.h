@@ -130,8 +130,10 @@ struct ClientOptions {
   // async) travel as operations of Batch messages on this many streams, so
   // that the operations concurrent callers issue coalesce into one message
   // (clients/cpp/batcher.h: while one batch is in flight the next fills; no
-  // timer). Per-op results, codes and deadlines are as for the unary calls;
-  // calls with wait_for_ready still go unary. 0 sends every call unary. One
+  // timer). Per-op results, codes and deadlines are as for the unary calls
+  // (a Get whose value did not fit its message's answer, the server's
+  // --max_response_bytes, is sent again alone within its deadline); calls
+  // with wait_for_ready still go unary. 0 sends every call unary. One
   // stream batched best in the measurements (docs/peers_bench.md).
   int batch_streams = 1;
   // With batching on, a synchronous call that finds no other Get, Set,
