@@ -141,6 +141,9 @@ TEST(SpillRaceTest, WriterBetweenVictimEraseAndIndexCannotResurrectIt) {
   EXPECT_FALSE(g.found) << "the deleted key came back with '"
                         << v.substr(0, 8) << "'"
                         << (g.reloaded ? " from the spill tier" : "");
+  // Stop the engine's threads before the hooks' state goes: a worker that
+  // read the hooks before they were removed may still be calling them.
+  opened->reset();
   g_rv = nullptr;
 }
 
