@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "clients/cpp/client.h"
+#include "tests/common/server_binary.h"
 #include "tests/common/server_process.h"
 
 namespace furrballs {
@@ -29,7 +30,7 @@ using client::Client;
 using client::Entry;
 using test_support::ServerProcess;
 
-std::string server_binary;
+using test_support::server_binary;
 
 std::vector<std::string> Flags(std::vector<std::string> more) {
   std::vector<std::string> flags = {"--metrics_address=", "--memory_mb=16"};
@@ -162,13 +163,3 @@ TEST(HashSecretTest, AnUnreadableSecretFileIsReplacedAndTheStartIsCold) {
 
 }  // namespace
 }  // namespace furrballs
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s <furrballs_server>\n", argv[0]);
-    return 2;
-  }
-  furrballs::server_binary = argv[1];
-  return RUN_ALL_TESTS();
-}

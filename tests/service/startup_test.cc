@@ -14,6 +14,7 @@
 #include <absl/strings/str_join.h>
 #include <gtest/gtest.h>
 
+#include "tests/common/server_binary.h"
 #include "tests/common/server_process.h"
 
 namespace furrballs {
@@ -21,7 +22,7 @@ namespace {
 
 using test_support::ServerProcess;
 
-std::string server_binary;
+using test_support::server_binary;
 
 // Flags every server here gets: no metrics port (tests run side by side)
 // and a data directory of the test's own.
@@ -227,13 +228,3 @@ TEST(StartupTest, ADataDirectoryInUseIsRefusedNamingItsProcess) {
 
 }  // namespace
 }  // namespace furrballs
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s <furrballs_server>\n", argv[0]);
-    return 2;
-  }
-  furrballs::server_binary = argv[1];
-  return RUN_ALL_TESTS();
-}

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "furrballs/v1/furrballs.grpc.pb.h"
+#include "tests/common/server_binary.h"
 #include "tests/common/server_process.h"
 
 namespace furrballs {
@@ -29,7 +30,7 @@ namespace {
 namespace v1 = ::furrballs::v1;
 using test_support::ServerProcess;
 
-std::string server_binary;
+using test_support::server_binary;
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kStreamBound = 8 * kMiB;  // --max_stream_bytes
@@ -147,13 +148,3 @@ TEST(StreamMemoryTest, ClientsThatStopReadingGrowTheServerOnlyByTheBound) {
 
 }  // namespace
 }  // namespace furrballs
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s <furrballs_server>\n", argv[0]);
-    return 2;
-  }
-  furrballs::server_binary = argv[1];
-  return RUN_ALL_TESTS();
-}
