@@ -26,10 +26,11 @@
 // and no call of the server's.
 //
 // The price: the threads left run everything gRPC does in callbacks, for
-// every connection. The service's handlers never block (docs/service.md), but
-// one thread caps the server at about one core of gRPC work; on a host with
-// cores to spare for it, a larger limit (or 0, gRPC's own number) trades CPU
-// per operation for throughput.
+// every connection, so a handler that waits holds up every call (the
+// service's handlers do not, except a Set behind a spill writer two pages
+// behind: docs/service.md), and one thread caps the server at about one core
+// of gRPC work; on a host with cores to spare for it, a larger limit (or 0,
+// gRPC's own number) trades CPU per operation for throughput.
 #ifndef FURRBALLS_SERVICE_CALLBACK_THREADS_H_
 #define FURRBALLS_SERVICE_CALLBACK_THREADS_H_
 
