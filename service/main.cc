@@ -125,6 +125,13 @@ ABSL_FLAG(uint64_t, grpc_memory_mb, 256,
           "gRPC ResourceQuota): past it gRPC shrinks its read windows and "
           "refuses new connections instead of growing the process. Counted "
           "apart from --memory_mb; 0: no quota (gRPC's default).");
+ABSL_FLAG(int, grpc_callback_threads, 1,
+          "gRPC callback threads left to serve the server; gRPC runs "
+          "max(2, cores / 2) (at most 16) and the others are parked while "
+          "it serves. One cut server CPU per key op and per call by about a "
+          "third on a 2-core machine (fewer thread hand-offs per message; "
+          "docs/service_bench.md) but caps gRPC's work at about one core; "
+          "0: gRPC's own number.");
 ABSL_FLAG(uint64_t, max_batch_ops, 4096,
           "Operations in one Batch message, and keys or items in one "
           "MultiGet or MultiSet; more is INVALID_ARGUMENT, answered before "
@@ -393,6 +400,12 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
       Bytes("grpc_memory_mb", absl::GetFlag(FLAGS_grpc_memory_mb), 20);
   if (!grpc_memory.ok()) return grpc_memory.status();
   o.grpc_memory_bytes = *grpc_memory;
+  o.grpc_callback_threads = absl::GetFlag(FLAGS_grpc_callback_threads);
+  if (o.grpc_callback_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grpc_callback_threads=", o.grpc_callback_threads,
+        ": must be 0 (gRPC's own number) or more"));
+  }
   o.keepalive_min_ping_interval =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_ms));
   o.shutdown_deadline =
@@ -481,6 +494,12 @@ void PrintConfiguration(const Server& server, const std::string& secret) {
       engine.options().memory_budget_bytes >> 20,
       engine.MetadataBytes() >> 20, plan.Summary().c_str());
   const ServerOptions& o = server.options();
+  std::printf("furrballs: gRPC callback threads: %d of gRPC's %d serve, %d "
+              "parked (--grpc_callback_threads)\n",
+              CallbackThreadLimit::GrpcCallbackThreads() -
+                  server.parked_callback_threads(),
+              CallbackThreadLimit::GrpcCallbackThreads(),
+              server.parked_callback_threads());
   std::printf("furrballs: %s\n", server.tls_summary().c_str());
   if (const TokenAuthenticator* auth = server.auth()) {
     std::printf("furrballs: auth: %zu read-write, %zu read-only token(s) "

@@ -113,6 +113,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
           " (address in use, or not a valid host:port)"));
     }
   }
+  if (options.grpc_callback_threads > 0) {
+    auto limit = CallbackThreadLimit::Start(server->server_.get(),
+                                            options.grpc_callback_threads);
+    if (!limit.ok()) return limit.status();
+    server->callback_threads_ = std::move(*limit);
+  }
   server->SetServing(true);
   server->service_->SetReady(true);
   return server;
@@ -137,6 +143,9 @@ void Server::BeginDrain() {
 void Server::Shutdown() {
   if (stopped_ || server_ == nullptr) return;
   stopped_ = true;
+  // Every thread helps the drain, and none may be parked when gRPC joins
+  // them (the last server or channel of the process releasing them).
+  callback_threads_.reset();
   BeginDrain();
   if (options_.shutdown_drain.count() > 0) {
     std::this_thread::sleep_for(options_.shutdown_drain);

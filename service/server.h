@@ -19,6 +19,7 @@
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/options.h"
 #include "service/cache_service.h"
+#include "service/callback_threads.h"
 #include "service/dispatcher.h"
 #include "service/tls_credentials.h"
 #include "service/token_auth.h"
@@ -43,6 +44,10 @@ struct ServerOptions {
   // flood of requests cannot grow the process without bound. 0 leaves
   // gRPC's default (no quota).
   size_t grpc_memory_bytes = 0;
+  // How many of gRPC's callback threads serve the process: the others are
+  // parked while the server runs (service/callback_threads.h). 0 leaves
+  // gRPC's own number (two on a machine of up to five cores).
+  int grpc_callback_threads = 0;
   // Keepalive enforcement: clients pinging more often than this are sent
   // GOAWAY (after a few strikes).
   std::chrono::milliseconds keepalive_min_ping_interval{10000};
@@ -112,6 +117,10 @@ class Server {
   const std::string& tls_summary() const { return tls_summary_; }
   // The bearer-token check, or null when calls need no token.
   const TokenAuthenticator* auth() const { return auth_.get(); }
+  // gRPC callback threads parked (options.grpc_callback_threads).
+  int parked_callback_threads() const {
+    return callback_threads_ == nullptr ? 0 : callback_threads_->parked();
+  }
   const ServerOptions& options() const { return options_; }
   FurrBall* engine() const { return engine_.get(); }
   Dispatcher* dispatcher() const { return dispatcher_.get(); }
@@ -134,6 +143,9 @@ class Server {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CacheService> service_;
   std::unique_ptr<grpc::Server> server_;
+  // Null unless options.grpc_callback_threads parks threads; released first
+  // thing in Shutdown.
+  std::unique_ptr<CallbackThreadLimit> callback_threads_;
   // Answers UNIMPLEMENTED to every call the health listener gets for another
   // service; gRPC builds no server without a service of the builder's own
   // (the default health service is added later, when the server starts).

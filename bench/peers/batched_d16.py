@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers as srv  # noqa: E402
-from cpu_per_op import ROOT, cpu_seconds, run  # noqa: E402
+from cpu_per_op import ROOT, run  # noqa: E402
 
 CELLS = ["A:zipfian:16:0", "B:zipfian:16:0", "C:zipfian:16:0", "F:zipfian:16:0"]
 FURRBALLS = ["furrballs_batched", "furrballs_multi", "furrballs"]
@@ -78,10 +78,10 @@ def main():
                 for target in targets:
                     backend = target.split("@")[0]
                     before = len(open(jsonl).readlines()) if os.path.exists(jsonl) else 0
-                    c0 = cpu_seconds(pids[backend])
+                    c0 = srv.cpu_seconds(pids[backend])
                     run([driver, "--targets=" + target, "--cells=" + cell,
                          "--load=false"] + common, log)
-                    cpu = cpu_seconds(pids[backend]) - c0
+                    cpu = srv.cpu_seconds(pids[backend]) - c0
                     with open(jsonl) as f:
                         rows = [json.loads(x) for x in f.readlines()[before:]]
                     ops = sum(r["ops"] for r in rows)

@@ -17,11 +17,16 @@
 #include <absl/flags/usage.h>
 
 #include "bench/service/empty_service.h"
+#include "service/callback_threads.h"
 #include "service/server.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:0",
           "host:port to listen on; port 0 picks a free port, printed on "
           "stdout.");
+ABSL_FLAG(int, grpc_callback_threads, 1,
+          "gRPC callback threads left serving, the others parked; as "
+          "furrballs_server's flag of the same name and default, so that the "
+          "two differ only in their handlers. 0: gRPC's own number.");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -49,6 +54,18 @@ int main(int argc, char** argv) {
                  options.listen_address.c_str());
     return 1;
   }
+  std::unique_ptr<furrballs::service::CallbackThreadLimit> callback_threads;
+  if (const int threads = absl::GetFlag(FLAGS_grpc_callback_threads);
+      threads > 0) {
+    auto limit =
+        furrballs::service::CallbackThreadLimit::Start(server.get(), threads);
+    if (!limit.ok()) {
+      std::fprintf(stderr, "empty_server: %s\n",
+                   std::string(limit.status().message()).c_str());
+      return 1;
+    }
+    callback_threads = std::move(*limit);
+  }
   server->GetHealthCheckService()->SetServingStatus(true);
   const std::string& address = options.listen_address;
   const std::string host = address.substr(0, address.rfind(':'));
@@ -57,6 +74,7 @@ int main(int argc, char** argv) {
 
   int signal = 0;
   sigwait(&stop_signals, &signal);
+  callback_threads.reset();
   server->Shutdown();
   server->Wait();
   return 0;

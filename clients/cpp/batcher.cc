@@ -88,8 +88,6 @@ class BatchStream final
     v1::BatchResponse response = std::move(incoming_);
     incoming_.Clear();
     std::vector<Batcher::Callback> callbacks;
-    const v1::BatchRequest* next = nullptr;
-    bool writes_done = false;
     {
       absl::MutexLock lock(&mu_);
       auto it = awaiting_.find(response.id());
@@ -97,13 +95,24 @@ class BatchStream final
         callbacks = std::move(it->second);
         awaiting_.erase(it);
       }
+      ++delivering_;
+    }
+    StartRead(&incoming_);
+    Deliver(response, callbacks);
+    // The next batch goes once the answers are handed out: the callers they
+    // release (woken while Deliver runs, or submitting from their callback)
+    // join it instead of the first of them going alone and the rest waiting
+    // a round trip for it.
+    const v1::BatchRequest* next = nullptr;
+    bool writes_done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --delivering_;
       next = TakeBatchLocked();
       if (next == nullptr) writes_done = TakeWritesDoneLocked();
     }
     if (next != nullptr) StartWrite(next);
     if (writes_done) StartWritesDone();
-    StartRead(&incoming_);
-    Deliver(response, callbacks);
   }
 
   void OnDone(const grpc::Status& status) override {
@@ -132,8 +141,8 @@ class BatchStream final
   // into outgoing_ and records its callbacks under a fresh id.
   const v1::BatchRequest* TakeBatchLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || broken_ || finished_ || filling_.ops_size() == 0 ||
-        awaiting_.size() >= kBatchesInFlight) {
+    if (writing_ || delivering_ != 0 || broken_ || finished_ ||
+        filling_.ops_size() == 0 || awaiting_.size() >= kBatchesInFlight) {
       return nullptr;
     }
     outgoing_.Clear();
@@ -218,6 +227,8 @@ class BatchStream final
       ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // Answers whose results OnReadDone is handing to their callbacks.
+  int delivering_ ABSL_GUARDED_BY(mu_) = 0;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool writes_done_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;

@@ -12,8 +12,10 @@
 //     stream is written or awaiting its answer, the filling batch is sent at
 //     once, so a lone caller is not delayed and there is no timer.
 //     Otherwise it waits: while one batch is in flight the next one fills,
-//     and it is sent when the answer to the one in flight arrives (or when
-//     the write finishes if the stream allows two in flight). At most
+//     and it is sent when the answer to the one in flight has been handed
+//     to its callbacks (or when the write finishes if the stream allows two
+//     in flight): the callers that answer releases join the batch waiting
+//     rather than the first of them going alone. At most
 //     max_ops operations go in one message; a full batch is sent as soon as
 //     the stream allows.
 //   - One read is always outstanding; each BatchResponse is matched to its

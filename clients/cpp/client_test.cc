@@ -4,6 +4,7 @@
 #include "clients/cpp/client.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -602,6 +603,46 @@ TEST(ClientBatchingTest, AsyncCallsInFlightTogetherShareMessages) {
   EXPECT_EQ(unary, 0u);
   EXPECT_GT(messages, 0u);
   EXPECT_LT(messages, ops / 2) << messages << " messages for " << ops << " ops";
+}
+
+// Callers released by one answer go on together: kChains asynchronous Gets,
+// each issuing its chain's next Get from its callback, share one message per
+// round. Before the stream waited for an answer's callbacks to finish, the
+// first callback's Get found the stream idle and went alone and the others
+// followed in a second message: two messages per round, 8 ops per message
+// (the figure of the peers benchmark's 16 callers; docs/service_bench.md).
+TEST(ClientBatchingTest, CallersReleasedByOneAnswerGoTogether) {
+  auto server = testing::StartTestServer();
+  ASSERT_TRUE(server.ok()) << server.status();
+  Client c(testing::AddressOf(**server),
+           ClientOptions{.default_timeout = milliseconds(10000),
+                         .batch_streams = 1});
+  ASSERT_TRUE(c.Set("chain", "v").ok());
+  constexpr int kChains = 16, kRounds = 50;
+  std::atomic<int> failures{0};
+  absl::BlockingCounter chains_done(kChains);
+  std::function<void(int)> next = [&](int left) {
+    c.GetAsync("chain", [&, left](absl::StatusOr<std::optional<Entry>> e) {
+      if (!e.ok() || !e->has_value()) failures++;
+      if (left > 1) {
+        next(left - 1);
+      } else {
+        chains_done.DecrementCount();
+      }
+    });
+  };
+  // The chains start from one answer's callback, so that they start
+  // together (from the test's thread, the first could run rounds alone
+  // before the others are issued).
+  c.GetAsync("chain", [&](absl::StatusOr<std::optional<Entry>>) {
+    for (int i = 0; i < kChains; ++i) next(kRounds);
+  });
+  chains_done.Wait();
+  EXPECT_EQ(failures.load(), 0);
+  const uint64_t messages = Requests(**server, service::RequestOp::kBatch);
+  // The starter's message, then one per round.
+  EXPECT_LE(messages, uint64_t{kRounds} + 1)
+      << messages << " messages for " << kChains * kRounds + 1 << " ops";
 }
 
 // A lone synchronous caller (nothing else in flight on its client) is sent
