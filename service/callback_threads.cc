@@ -23,6 +23,12 @@ int CallbackThreadLimit::GrpcCallbackThreads() {
   return static_cast<int>(std::clamp(gpr_cpu_num_cores() / 2, 2u, 16u));
 }
 
+int CallbackThreadLimit::Automatic() {
+  return absl::StartsWith(grpc::Version(), "1.51.") && gpr_cpu_num_cores() <= 2
+             ? 1
+             : 0;
+}
+
 absl::StatusOr<std::unique_ptr<CallbackThreadLimit>> CallbackThreadLimit::Start(
     grpc::Server* server, int threads) {
   if (threads < 1) {

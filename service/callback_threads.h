@@ -50,6 +50,13 @@ class CallbackThreadLimit {
   // gRPC 1.51's number of callback threads on this machine.
   static int GrpcCallbackThreads();
 
+  // What --grpc_callback_threads=-1 (the default) asks for: 1 where it was
+  // measured to pay, a machine of at most two cores running gRPC 1.51
+  // (docs/service_bench.md); 0 (gRPC's own number) everywhere else, where
+  // one thread would cap gRPC's work at a core nobody measured it against,
+  // and where an unknown gRPC version would refuse the parking.
+  static int Automatic();
+
   // Parks gRPC's callback threads beyond `threads` (>= 1) until the result
   // is destroyed; none if gRPC runs no more than that. `server` must be
   // started (the parking calls go to its default health service, which is

@@ -125,13 +125,15 @@ ABSL_FLAG(uint64_t, grpc_memory_mb, 256,
           "gRPC ResourceQuota): past it gRPC shrinks its read windows and "
           "refuses new connections instead of growing the process. Counted "
           "apart from --memory_mb; 0: no quota (gRPC's default).");
-ABSL_FLAG(int, grpc_callback_threads, 1,
+ABSL_FLAG(int, grpc_callback_threads, -1,
           "gRPC callback threads left to serve the server; gRPC runs "
           "max(2, cores / 2) (at most 16) and the others are parked while "
           "it serves. One cut server CPU per key op and per call by about a "
           "third on a 2-core machine (fewer thread hand-offs per message; "
-          "docs/service_bench.md) but caps gRPC's work at about one core; "
-          "0: gRPC's own number.");
+          "docs/service_bench.md) but caps gRPC's work at about one core. "
+          "-1: automatic, 1 on a machine of at most 2 cores (where it was "
+          "measured) with gRPC 1.51, else gRPC's own number; 0: gRPC's own "
+          "number; N: at most N (gRPC 1.51 only).");
 ABSL_FLAG(uint64_t, max_batch_ops, 4096,
           "Operations in one Batch message, and keys or items in one "
           "MultiGet or MultiSet; more is INVALID_ARGUMENT, answered before "
@@ -401,10 +403,13 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   if (!grpc_memory.ok()) return grpc_memory.status();
   o.grpc_memory_bytes = *grpc_memory;
   o.grpc_callback_threads = absl::GetFlag(FLAGS_grpc_callback_threads);
-  if (o.grpc_callback_threads < 0) {
+  if (o.grpc_callback_threads < -1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--grpc_callback_threads=", o.grpc_callback_threads,
-        ": must be 0 (gRPC's own number) or more"));
+        ": must be -1 (automatic), 0 (gRPC's own number) or more"));
+  }
+  if (o.grpc_callback_threads == -1) {
+    o.grpc_callback_threads = CallbackThreadLimit::Automatic();
   }
   o.keepalive_min_ping_interval =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_ms));

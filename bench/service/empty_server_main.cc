@@ -23,10 +23,12 @@
 ABSL_FLAG(std::string, address, "127.0.0.1:0",
           "host:port to listen on; port 0 picks a free port, printed on "
           "stdout.");
-ABSL_FLAG(int, grpc_callback_threads, 1,
+ABSL_FLAG(int, grpc_callback_threads, -1,
           "gRPC callback threads left serving, the others parked; as "
           "furrballs_server's flag of the same name and default, so that the "
-          "two differ only in their handlers. 0: gRPC's own number.");
+          "two differ only in their handlers. -1: automatic (1 on at most 2 "
+          "cores with gRPC 1.51, else gRPC's own number); 0: gRPC's own "
+          "number.");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -55,8 +57,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<furrballs::service::CallbackThreadLimit> callback_threads;
-  if (const int threads = absl::GetFlag(FLAGS_grpc_callback_threads);
-      threads > 0) {
+  int threads = absl::GetFlag(FLAGS_grpc_callback_threads);
+  if (threads == -1) threads = furrballs::service::CallbackThreadLimit::Automatic();
+  if (threads > 0) {
     auto limit =
         furrballs::service::CallbackThreadLimit::Start(server.get(), threads);
     if (!limit.ok()) {

@@ -174,6 +174,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "--max_pipeline_in_flight=0: must be at least 1"},
         FlagCase{"NegativeStreams", {"--max_concurrent_streams=-1"},
                  "--max_concurrent_streams=-1: must be at least 1"},
+        FlagCase{"CallbackThreadsBelowAutomatic", {"--grpc_callback_threads=-2"},
+                 "--grpc_callback_threads=-2: must be -1 (automatic), 0 "
+                 "(gRPC's own number) or more"},
         FlagCase{"ZeroValueBytes", {"--max_value_bytes=0"},
                  "--max_value_bytes=0: must be at least 1"},
         FlagCase{"InFlightBelowABatch", {"--max_in_flight=100"},
