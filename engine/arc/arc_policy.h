@@ -211,7 +211,8 @@ class BasicArcPolicy {
     if (plan.x_from == ArcList::kNone) {
       lists_.PushFront(plan.x_to, x);
     } else {
-      lists_.MoveToFront(plan.x_slot, plan.x_to);
+      // A ghost keeps only its fingerprint; x is the key that matched it.
+      lists_.Revive(plan.x_slot, plan.x_to, x);
     }
   }
 
