@@ -36,7 +36,7 @@
 //   ghosts alone can reach 2c (69.3 with the index); a fingerprint-keyed
 //   index whose buckets hold the whole 8-byte fingerprint beside the slot
 //   (12-byte buckets: 32 bytes per key for the index alone) costs more than
-//   it saves in the arena. docs/arc.md has the measurements.
+//   it saves in the arena.
 //
 // A false ghost hit: two keys with one fingerprint. A new key whose H2
 // equals a ghost's is taken for that ghost: ARC adapts p as for a ghost hit
