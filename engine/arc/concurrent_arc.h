@@ -225,7 +225,7 @@ class ConcurrentARC {
       return r;
     }
 
-    const ArcMissPlan plan = policy_.PlanMiss(h);
+    const ArcMissPlan plan = policy_.PlanMiss(slot);
     if (plan.victim != kArcNil) {
       const HashPair victim = lists.key(plan.victim);
       FindAndEraseResult<Value> erased = table_.FindAndEraseByHash(victim);
