@@ -23,20 +23,20 @@
 //     record is taken when a key becomes resident and given back when it
 //     becomes a ghost or leaves (free records chain through h1).
 //
-//   bytes per key slot (c = ARC capacity)   today        was
-//   arena, 2c x 12                          24           48 (2c x 24:
-//                                                          the HashPair in
-//                                                          every slot)
-//   key records, c x 16                     16           -
-//   index, 2c x 8 x 4/3                     21.3         21.3
-//   total                                   61.3         69.3
+//   bytes per key slot (c = ARC capacity)   now     before (2c slots of
+//                                                   24 B, the HashPair in
+//                                                   every slot)
+//   arena, 2c x 12                          24      48
+//   key records, c x 16                     16      -
+//   index, 2c x 8 x 4/3                     21.3    21.3
+//   total (BytesFor)                        61.3    69.3
 //
 //   The two other layouts weighed: separate ghost records ({fingerprint,
-//   links}: 16 bytes) cost 2c x 16 on top of c resident records, because
-//   ghosts alone can reach 2c (69.3 with the index); a fingerprint-keyed
-//   index whose buckets hold the whole 8-byte fingerprint beside the slot
-//   (12-byte buckets: 32 bytes per key for the index alone) costs more than
-//   it saves in the arena.
+//   links}, 16 bytes) beside resident records ({HashPair, links}, 24
+//   bytes) need room for 2c ghosts, because ghosts alone can reach 2c:
+//   24 + 32 + 21.3 = 77.3; an index whose buckets hold the whole 8-byte
+//   fingerprint beside the slot has 12-byte buckets, 32 bytes per key for
+//   the index alone, more than it saves in the arena.
 //
 // A false ghost hit: two keys with one fingerprint. A new key whose H2
 // equals a ghost's is taken for that ghost: ARC adapts p as for a ghost hit
