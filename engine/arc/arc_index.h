@@ -179,15 +179,18 @@ class ArcIndex {
     }
     // Backward shift: walk the rest of the cluster; an entry may move into
     // the hole iff the hole lies on its probe path, i.e. the hole is no
-    // further from the entry's home than the entry itself is.
-    for (size_t j = Next(hole); !table_[j].empty(); j = Next(j)) {
+    // further behind it (`back`) than its home is (its distance).
+    size_t back = 1;
+    for (size_t j = Next(hole); !table_[j].empty(); j = Next(j), ++back) {
       const Bucket b = table_[j];
-      const size_t home = b.distance() < Bucket::kFarAway
-                              ? Back(j, b.distance())
-                              : Home(high_of(b.slot()));
-      if (Distance(home, j) >= Distance(hole, j)) {
-        table_[hole] = Bucket::Of(b.tag, b.slot(), Distance(home, hole));
+      size_t distance = b.distance();
+      if (distance == Bucket::kFarAway) {
+        distance = Distance(Home(high_of(b.slot())), j);
+      }
+      if (distance >= back) {
+        table_[hole] = Bucket::Of(b.tag, b.slot(), distance - back);
         hole = j;
+        back = 0;
       }
     }
     table_[hole] = Bucket{};
@@ -229,10 +232,6 @@ class ArcIndex {
     return static_cast<size_t>((uint64_t{high} * buckets_) >> 32);
   }
   size_t Next(size_t i) const { return i + 1 == buckets_ ? 0 : i + 1; }
-  // The bucket `d` places before `i`, wrapping.
-  size_t Back(size_t i, size_t d) const {
-    return i >= d ? i - d : i + buckets_ - d;
-  }
   // How far `to` lies past `from` along the (wrapping) probe direction.
   size_t Distance(size_t from, size_t to) const {
     return to >= from ? to - from : to + buckets_ - from;
