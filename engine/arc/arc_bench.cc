@@ -43,27 +43,52 @@ const std::vector<HashPair>& Trace(int which) {
   return (*traces)[which];
 }
 
-// ArcFlatLists' index contract on std::unordered_map, reserved up front as
-// in the report: the alternative to ArcIndex that this benchmark measures.
+// ArcFlatLists' index contract on std::unordered_multimap (keys may share a
+// fingerprint), reserved up front as in the report: the alternative to
+// ArcIndex that this benchmark measures. Erase is given only the slot, so
+// the adapter remembers each slot's fingerprint.
 class StdUnorderedMapIndex {
  public:
   static absl::StatusOr<StdUnorderedMapIndex> Create(uint32_t max_keys,
                                                      RawAllocator) {
     StdUnorderedMapIndex index;
     index.map_.reserve(max_keys);
+    index.fingerprint_of_.resize(max_keys);
     return index;
   }
-  template <typename KeyOf>
-  uint32_t Find(const HashPair& key, const KeyOf&) const {
-    const auto it = map_.find(key);
-    return it == map_.end() ? kArcNil : it->second;
+  static uint32_t HighOf(uint64_t fingerprint) {
+    return ArcIndex::HighOf(fingerprint);
   }
-  void Insert(const HashPair& key, uint32_t slot) { map_.emplace(key, slot); }
-  void Erase(const HashPair& key, uint32_t) { map_.erase(key); }
+  template <typename Matches>
+  uint32_t Find(uint64_t fingerprint, const Matches& matches) const {
+    const auto [begin, end] = map_.equal_range(fingerprint);
+    uint32_t found = kArcNil;
+    for (auto it = begin; it != end; ++it) {
+      const ArcMatch m = matches(it->second);
+      if (m == ArcMatch::kKey) return it->second;
+      if (m == ArcMatch::kFingerprint && found == kArcNil) found = it->second;
+    }
+    return found;
+  }
+  void Insert(uint64_t fingerprint, uint32_t slot) {
+    map_.emplace(fingerprint, slot);
+    fingerprint_of_[slot] = fingerprint;
+  }
+  template <typename HighOfSlot>
+  void Erase(uint32_t, uint32_t slot, const HighOfSlot&) {
+    const auto [begin, end] = map_.equal_range(fingerprint_of_[slot]);
+    for (auto it = begin; it != end; ++it) {
+      if (it->second == slot) {
+        map_.erase(it);
+        return;
+      }
+    }
+  }
   size_t memory_bytes() const { return 0; }
 
  private:
-  std::unordered_map<HashPair, uint32_t, HashPairHasher> map_;
+  std::unordered_multimap<uint64_t, uint32_t> map_;
+  std::vector<uint64_t> fingerprint_of_;
 };
 
 // One iteration = the whole 100k-operation trace on a cold cache, as in the

@@ -4,27 +4,64 @@
 // Thread safety: thread-compatible (REQUIRES external synchronization; in
 // ConcurrentARC it is only touched under the write SpinLock).
 //
-// Layout
+// What a slot must name
 //
-//   - One arena of 2c Slots, shared by all four lists. A Slot (24 bytes)
-//     holds a key, the indices of its neighbours (kArcNil ends a list) and a
-//     tag naming the list it is on, packed into the top bits of `prev`.
-//     Slots are handed out in arena order up to a high-water mark, then from
-//     a free list of removed slots chained through `next`; so the arena is
-//     never written at Create() and, from a zeroing allocator, enters the
-//     RSS only as far as ARC has ever tracked keys. After Create() nothing
-//     is allocated: pushing takes a slot, removing frees it, and moving a
-//     key between lists (T1 -> T2, T1 -> B1, ...) relinks the same slot.
-//   - Why one shared arena of 2c, not one arena of 2c per list as in the
-//     report: ARC bounds the sum, |T1| + |T2| + |B1| + |B2| <= 2c, not each
-//     list (any single list can reach 2c), so 2c slots in total are always
-//     enough, and per-list arenas would hold 8c slots of which at most 2c are
-//     ever used: 4x the memory (c = 1M: 64 MB instead of 256 MB) for no
-//     speed. The report's crash with per-list arenas of c is impossible here.
-//     The price is the per-slot list tag, which the membership test needs
-//     anyway (T1 ∪ T2 IS the cache; there is no separate cached-set).
-//   - An Index (ArcIndex by default, see arc_index.h) maps each tracked key
-//     to its slot; it is sized for 2c keys and never allocates either.
+//   A resident key (T1, T2) leaves the cache through CMap::FindAndEraseByHash
+//   and the eviction callback, which need its whole 16-byte HashPair; at
+//   most c keys are resident. A ghost (B1, B2) is only ever recognised
+//   again, never named: a 64-bit fingerprint (the key's H2) is enough, and
+//   ARC may hold up to 2c of them (Forget and ForceEvict leave the paper's
+//   "ghosts <= c" behind; ForceEvict turns residents into ghosts and keeps
+//   the directory total). So:
+//
+//   - One arena of 2c Slots of 12 bytes, shared by all four lists:
+//     {word, prev + list tag, next}. A ghost's word is the high half of its
+//     fingerprint; the index (arc_index.h) holds the low half as its tag,
+//     and the high half picks the index's home bucket, so a ghost is found
+//     and unindexed from its slot alone. A resident's word names its record.
+//   - c key records of 16 bytes, one per resident key: its HashPair. A
+//     record is taken when a key becomes resident and given back when it
+//     becomes a ghost or leaves (free records chain through h1).
+//
+//   bytes per key slot (c = ARC capacity)   now     before (2c slots of
+//                                                   24 B, the HashPair in
+//                                                   every slot)
+//   arena, 2c x 12                          24      48
+//   key records, c x 16                     16      -
+//   index, 2c x 8 x 4/3                     21.3    21.3
+//   total (BytesFor)                        61.3    69.3
+//
+//   The two other layouts weighed: separate ghost records ({fingerprint,
+//   links}, 16 bytes) beside resident records ({HashPair, links}, 24
+//   bytes) need room for 2c ghosts, because ghosts alone can reach 2c:
+//   24 + 32 + 21.3 = 77.3; an index whose buckets hold the whole 8-byte
+//   fingerprint beside the slot has 12-byte buckets, 32 bytes per key for
+//   the index alone, more than it saves in the arena.
+//
+// A false ghost hit: two keys with one fingerprint. A new key whose H2
+// equals a ghost's is taken for that ghost: ARC adapts p as for a ghost hit
+// (Case II or III) and admits the new key to T2 under its own HashPair,
+// where a textbook ARC would have admitted it to T1. That changes one
+// adaptation step and one list placement, never which value a key returns
+// (CMap holds values; residents are matched on the whole HashPair). With a
+// keyed 64-bit hash and at most 2c ghosts, a miss meets a false ghost hit
+// with probability about 2c / 2^64: 1.1e-13 at c = 1M.
+//
+// Slots are handed out in arena order up to a high-water mark, then from a
+// free list of removed slots chained through `next`, and key records
+// likewise; so nothing is written at Create() and, from a zeroing
+// allocator, the arena enters the RSS only as far as ARC has ever tracked
+// keys. After Create() nothing is allocated: pushing takes a slot, removing
+// frees it, and moving a key between lists (T1 -> T2, T1 -> B1, ...) relinks
+// the same slot.
+//
+// Why one shared arena of 2c, not one arena of 2c per list as in the report:
+// ARC bounds the sum, |T1| + |T2| + |B1| + |B2| <= 2c, not each list (any
+// single list can reach 2c), so 2c slots in total are always enough, and
+// per-list arenas would hold 8c slots of which at most 2c are ever used. The
+// report's crash with per-list arenas of c is impossible here. The price is
+// the per-slot list tag, which the membership test needs anyway (T1 ∪ T2 IS
+// the cache; there is no separate cached-set).
 //
 // All operations are O(1). The lists run from MRU (head) to LRU (tail).
 #ifndef FURRBALLS_ENGINE_ARC_ARC_FLAT_LIST_H_
@@ -67,8 +104,8 @@ class ArcFlatLists {
                 "the list tag must fit the 3 bits above kListShift");
 
  public:
-  // Lists for an ARC of capacity `capacity` (c): 2c slots in total. c must
-  // leave 2c below kArcNil.
+  // Lists for an ARC of capacity `capacity` (c): 2c slots in total, at most
+  // c of them resident. c must leave 2c below kArcNil.
   static absl::StatusOr<ArcFlatLists> Create(uint32_t capacity,
                                              RawAllocator alloc) {
     if (capacity == 0 || capacity > kMaxCapacity) {
@@ -79,31 +116,41 @@ class ArcFlatLists {
     const uint32_t slots = 2 * capacity;
     absl::StatusOr<Index> index = Index::Create(slots, alloc);
     if (!index.ok()) return index.status();
-    void* mem = alloc.Allocate(size_t{slots} * sizeof(Slot));
-    if (mem == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("ArcFlatLists: cannot allocate ",
-                       size_t{slots} * sizeof(Slot), " bytes"));
+    void* arena = alloc.Allocate(ArenaBytes(capacity));
+    if (arena == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ArcFlatLists: cannot allocate ", ArenaBytes(capacity), " bytes"));
     }
-    return ArcFlatLists(static_cast<Slot*>(mem), slots, *std::move(index),
-                        alloc);
+    void* keys = alloc.Allocate(RecordBytes(capacity));
+    if (keys == nullptr) {
+      alloc.Deallocate(arena, ArenaBytes(capacity));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ArcFlatLists: cannot allocate ", RecordBytes(capacity), " bytes"));
+    }
+    return ArcFlatLists(static_cast<Slot*>(arena), static_cast<HashPair*>(keys),
+                        capacity, *std::move(index), alloc);
   }
 
   // The largest c whose 2c slot indices fit the packed `prev` field below
   // its nil value.
   static constexpr uint32_t kMaxCapacity = (kPackedNil - 1) / 2;
+  static_assert(2 * kMaxCapacity <= ArcIndex::kMaxKeys,
+                "the index must hold every slot of the largest arena");
 
-  // The bytes Create allocates for capacity c (arena and index).
+  // The bytes Create allocates for capacity c (arena, key records, index).
   static constexpr size_t BytesFor(uint32_t capacity) {
-    return size_t{2} * capacity * sizeof(Slot) +
+    return ArenaBytes(capacity) + RecordBytes(capacity) +
            Index::BytesFor(2 * capacity);
   }
 
   ArcFlatLists(ArcFlatLists&& other) noexcept
       : arena_(std::exchange(other.arena_, nullptr)),
-        slot_count_(other.slot_count_),
+        keys_(std::exchange(other.keys_, nullptr)),
+        capacity_(other.capacity_),
         free_head_(other.free_head_),
         high_water_(other.high_water_),
+        free_record_(other.free_record_),
+        record_high_water_(other.record_high_water_),
         lists_(other.lists_),
         index_(std::move(other.index_)),
         alloc_(other.alloc_) {}
@@ -111,15 +158,21 @@ class ArcFlatLists {
   ArcFlatLists(const ArcFlatLists&) = delete;
   ArcFlatLists& operator=(const ArcFlatLists&) = delete;
   ~ArcFlatLists() {
-    if (arena_ != nullptr) {
-      alloc_.Deallocate(arena_, size_t{slot_count_} * sizeof(Slot));
-    }
+    if (arena_ != nullptr) alloc_.Deallocate(arena_, ArenaBytes(capacity_));
+    if (keys_ != nullptr) alloc_.Deallocate(keys_, RecordBytes(capacity_));
   }
 
-  // The slot tracking `key`, or kArcNil.
+  // The slot tracking `key`, or kArcNil: the resident slot holding exactly
+  // `key`, else a ghost slot with its fingerprint (see "A false ghost hit";
+  // a resident wins, so a key is never taken for a ghost while resident).
   uint32_t Find(const HashPair& key) const {
-    return index_.Find(key, [this](uint32_t s) -> const HashPair& {
-      return arena_[s].key;
+    return index_.Find(FingerprintOf(key), [this, &key](uint32_t s) {
+      const Slot& slot = arena_[s];
+      if (IsResident(slot.list())) {
+        return keys_[slot.word] == key ? ArcMatch::kKey : ArcMatch::kNo;
+      }
+      return slot.word == Index::HighOf(key.h2) ? ArcMatch::kFingerprint
+                                                : ArcMatch::kNo;
     });
   }
   // The list `key` is on (kNone if untracked).
@@ -128,7 +181,11 @@ class ArcFlatLists {
     return s == kArcNil ? ArcList::kNone : arena_[s].list();
   }
 
-  const HashPair& key(uint32_t slot) const { return arena_[slot].key; }
+  // The key of a resident slot. REQUIRES: IsResident(list_of(slot)); a
+  // ghost keeps only its fingerprint.
+  const HashPair& key(uint32_t slot) const {
+    return keys_[arena_[slot].word];
+  }
   ArcList list_of(uint32_t slot) const { return arena_[slot].list(); }
   // Toward the LRU end; kArcNil after the tail.
   uint32_t next(uint32_t slot) const { return arena_[slot].next; }
@@ -142,31 +199,53 @@ class ArcFlatLists {
     return size(ArcList::kT1) + size(ArcList::kT2) + size(ArcList::kB1) +
            size(ArcList::kB2);
   }
-  uint32_t slot_count() const { return slot_count_; }
+  uint32_t resident() const { return size(ArcList::kT1) + size(ArcList::kT2); }
+  uint32_t slot_count() const { return 2 * capacity_; }
   size_t memory_bytes() const {
-    return size_t{slot_count_} * sizeof(Slot) + index_.memory_bytes();
+    return ArenaBytes(capacity_) + RecordBytes(capacity_) +
+           index_.memory_bytes();
   }
 
-  // Tracks `key` at the MRU end of `l`. Returns its slot, or kArcNil if the
-  // arena is exhausted (ARC's 2c bound makes that a caller bug).
-  // REQUIRES: `key` is untracked; l != kNone.
+  // Tracks `key` at the MRU end of `l` (a ghost list keeps only its
+  // fingerprint). Returns its slot, or kArcNil if the arena is exhausted or
+  // `l` is resident and c keys already are (ARC's bounds make either a
+  // caller bug). REQUIRES: `key` is untracked; l != kNone.
   uint32_t PushFront(ArcList l, const HashPair& key) {
+    if (IsResident(l) && resident() == capacity_) return kArcNil;
     uint32_t s = free_head_;
     if (s != kArcNil) {
       free_head_ = arena_[s].next;
-    } else if (high_water_ < slot_count_) {
+    } else if (high_water_ < slot_count()) {
       s = high_water_++;
     } else {
       return kArcNil;
     }
-    arena_[s].key = key;
+    arena_[s].word =
+        IsResident(l) ? TakeRecord(key) : Index::HighOf(key.h2);
     Link(s, l);
-    index_.Insert(key, s);
+    index_.Insert(FingerprintOf(key), s);
     return s;
   }
 
   // Moves a tracked slot to the MRU end of `l` (the same list or another).
+  // A resident that becomes a ghost gives its record back.
+  // REQUIRES: not a ghost becoming resident (that is Revive).
   void MoveToFront(uint32_t slot, ArcList l) {
+    Slot& s = arena_[slot];
+    if (IsResident(s.list()) && IsGhost(l)) {
+      const uint32_t record = s.word;
+      s.word = Index::HighOf(keys_[record].h2);
+      GiveBackRecord(record);
+    }
+    Unlink(slot);
+    Link(slot, l);
+  }
+
+  // Moves a ghost slot to the MRU end of resident list `l`, as `key`: the
+  // key whose fingerprint found the ghost (Find(key) == slot).
+  // REQUIRES: IsGhost(list_of(slot)), IsResident(l), fewer than c resident.
+  void Revive(uint32_t slot, ArcList l, const HashPair& key) {
+    arena_[slot].word = TakeRecord(key);
     Unlink(slot);
     Link(slot, l);
   }
@@ -174,7 +253,9 @@ class ArcFlatLists {
   // Forgets a tracked slot: unlinks it, unindexes its key, frees it.
   void Remove(uint32_t slot) {
     Unlink(slot);
-    index_.Erase(arena_[slot].key, slot);
+    index_.Erase(HighOfSlot(slot), slot,
+                 [this](uint32_t s) { return HighOfSlot(s); });
+    if (IsResident(arena_[slot].list())) GiveBackRecord(arena_[slot].word);
     arena_[slot].Set(ArcList::kNone, kArcNil);
     arena_[slot].next = free_head_;
     free_head_ = slot;
@@ -182,7 +263,7 @@ class ArcFlatLists {
 
  private:
   struct Slot {
-    HashPair key;
+    uint32_t word;  // resident: its key record; ghost: fingerprint >> 32
     uint32_t prev_and_list;
     uint32_t next;
 
@@ -199,14 +280,16 @@ class ArcFlatLists {
     }
     void SetPrev(uint32_t prev) { Set(list(), prev); }
   };
-  static_assert(sizeof(Slot) == 24 && alignof(Slot) == 8,
-                "a slot is the 16-byte HashPair (FindAndEraseByHash needs "
-                "both halves) and two 32-bit links, one of them carrying the "
-                "list tag: 48 bytes per cached key for the 2c slots");
+  static_assert(sizeof(Slot) == 12 && alignof(Slot) == 4,
+                "a slot is three 32-bit words (a ghost's fingerprint half or "
+                "a resident's record, and two links, one carrying the list "
+                "tag): 24 bytes per cached key for the 2c slots");
   static_assert(std::is_trivially_copyable_v<Slot> &&
-                    std::is_trivially_destructible_v<Slot>,
-                "the arena is raw memory that is never constructed or "
-                "destroyed; PushFront writes every field before it is read");
+                    std::is_trivially_destructible_v<Slot> &&
+                    std::is_trivially_copyable_v<HashPair>,
+                "the arena and the records are raw memory that is never "
+                "constructed or destroyed; every field is written before it "
+                "is read");
 
   struct ListHead {
     uint32_t first = kArcNil;  // MRU
@@ -214,10 +297,20 @@ class ArcFlatLists {
     uint32_t size = 0;
   };
 
-  ArcFlatLists(Slot* arena, uint32_t slot_count, Index index,
+  static constexpr size_t ArenaBytes(uint32_t capacity) {
+    return size_t{2} * capacity * sizeof(Slot);
+  }
+  static constexpr size_t RecordBytes(uint32_t capacity) {
+    return size_t{capacity} * sizeof(HashPair);
+  }
+  // The index's key: H2, already uniform (part of a keyed XXH3-128).
+  static uint64_t FingerprintOf(const HashPair& key) { return key.h2; }
+
+  ArcFlatLists(Slot* arena, HashPair* keys, uint32_t capacity, Index index,
                RawAllocator alloc)
       : arena_(arena),
-        slot_count_(slot_count),
+        keys_(keys),
+        capacity_(capacity),
         free_head_(kArcNil),
         index_(std::move(index)),
         alloc_(alloc) {}
@@ -225,6 +318,30 @@ class ArcFlatLists {
   ListHead& head(ArcList l) { return lists_[static_cast<size_t>(l)]; }
   const ListHead& head(ArcList l) const {
     return lists_[static_cast<size_t>(l)];
+  }
+
+  // The high half of a tracked slot's fingerprint (the index's home).
+  uint32_t HighOfSlot(uint32_t s) const {
+    const Slot& slot = arena_[s];
+    return IsResident(slot.list()) ? Index::HighOf(keys_[slot.word].h2)
+                                   : slot.word;
+  }
+
+  // A free record holding `key`. REQUIRES: fewer than c keys resident (so a
+  // record is free).
+  uint32_t TakeRecord(const HashPair& key) {
+    uint32_t r = free_record_;
+    if (r != kArcNil) {
+      free_record_ = static_cast<uint32_t>(keys_[r].h1);
+    } else {
+      r = record_high_water_++;
+    }
+    keys_[r] = key;
+    return r;
+  }
+  void GiveBackRecord(uint32_t r) {
+    keys_[r].h1 = free_record_;
+    free_record_ = r;
   }
 
   void Link(uint32_t s, ArcList l) {
@@ -259,9 +376,12 @@ class ArcFlatLists {
   }
 
   Slot* arena_;
-  uint32_t slot_count_;
+  HashPair* keys_;  // c records: the keys of resident slots
+  uint32_t capacity_;
   uint32_t free_head_;   // removed slots, chained through `next`
-  uint32_t high_water_ = 0;  // slots [high_water_, slot_count_) never used
+  uint32_t high_water_ = 0;  // slots [high_water_, 2c) never used
+  uint32_t free_record_ = kArcNil;  // given-back records, chained through h1
+  uint32_t record_high_water_ = 0;  // records [this, c) never used
   std::array<ListHead, 4> lists_{};
   Index index_;
   RawAllocator alloc_;

@@ -47,6 +47,34 @@ std::vector<HashPair> Contents(const ArcFlatLists<>& lists, ArcList l) {
   return out;
 }
 
+// The slots of list `l`, MRU first: what a ghost list can be compared by,
+// since a ghost keeps only its fingerprint.
+std::vector<uint32_t> Slots(const ArcFlatLists<>& lists, ArcList l) {
+  std::vector<uint32_t> out;
+  for (uint32_t s = lists.mru(l); s != kArcNil; s = lists.next(s)) {
+    out.push_back(s);
+  }
+  return out;
+}
+
+// Where each of `keys` is found.
+template <typename Keys>
+std::vector<uint32_t> FoundAt(const ArcFlatLists<>& lists, const Keys& keys) {
+  std::vector<uint32_t> out;
+  for (const HashPair& k : keys) out.push_back(lists.Find(k));
+  return out;
+}
+
+// Moves key `k`'s slot to `l`, reviving it if a ghost becomes resident.
+void Move(ArcFlatLists<>& lists, const HashPair& k, ArcList l) {
+  const uint32_t s = lists.Find(k);
+  if (IsGhost(lists.list_of(s)) && IsResident(l)) {
+    lists.Revive(s, l, k);
+  } else {
+    lists.MoveToFront(s, l);
+  }
+}
+
 ArcFlatLists<> Make(uint32_t capacity) {
   absl::StatusOr<ArcFlatLists<>> lists =
       ArcFlatLists<>::Create(capacity, RawAllocator::Default());
@@ -62,7 +90,7 @@ TEST(ArcFlatListsTest, RejectsBadCapacities) {
 }
 
 TEST(ArcFlatListsTest, AllocationFailureFreesWhatWasAllocated) {
-  for (int fail_at : {0, 1}) {
+  for (int fail_at : {0, 1, 2}) {
     CountingAllocator counter;
     counter.fail_at = fail_at;
     absl::StatusOr<ArcFlatLists<>> lists =
@@ -102,18 +130,86 @@ TEST(ArcFlatListsTest, PushMoveRemoveKeepMruToLruOrder) {
   EXPECT_EQ(lists.tracked(), 2u);
 }
 
-// 2c slots are shared by the four lists: any one list may take all of them,
-// and the (2c+1)-th push reports exhaustion instead of corrupting memory.
+// 2c slots are shared by the four lists: a ghost list may take all of them
+// and a resident list c (the c key records), and the push beyond reports
+// exhaustion instead of corrupting memory.
 TEST(ArcFlatListsTest, OneListCanHoldTheWholeArena) {
   for (ArcList l : kLists) {
     ArcFlatLists<> lists = Make(1000);
-    for (uint64_t i = 0; i < 2000; ++i) {
+    const uint64_t most = IsGhost(l) ? 2000 : 1000;
+    for (uint64_t i = 0; i < most; ++i) {
       ASSERT_NE(lists.PushFront(l, TraceKey(i)), kArcNil);
     }
-    EXPECT_EQ(lists.size(l), 2000u);
+    EXPECT_EQ(lists.size(l), most);
     EXPECT_EQ(lists.PushFront(l, TraceKey(5000)), kArcNil);
-    for (uint64_t i = 0; i < 2000; ++i) ASSERT_EQ(lists.Where(TraceKey(i)), l);
+    for (uint64_t i = 0; i < most; ++i) ASSERT_EQ(lists.Where(TraceKey(i)), l);
   }
+}
+
+// c residents and c ghosts fill the arena; the ghosts may then all come back
+// as residents one at a time, each taking the record a resident gave back
+// by becoming a ghost, as ARC's REPLACE does.
+TEST(ArcFlatListsTest, RecordsFollowResidentsThroughGhosts) {
+  constexpr uint32_t kC = 64;
+  ArcFlatLists<> lists = Make(kC);
+  for (uint64_t i = 0; i < kC; ++i) lists.PushFront(ArcList::kB1, TraceKey(i));
+  for (uint64_t i = kC; i < 2 * kC; ++i) {
+    lists.PushFront(ArcList::kT1, TraceKey(i));
+  }
+  EXPECT_EQ(lists.PushFront(ArcList::kT2, TraceKey(9999)), kArcNil);
+  for (uint64_t i = 0; i < kC; ++i) {
+    lists.MoveToFront(lists.lru(ArcList::kT1), ArcList::kB2);
+    lists.Revive(lists.Find(TraceKey(i)), ArcList::kT2, TraceKey(i));
+  }
+  std::vector<HashPair> t2;
+  for (uint64_t i = kC; i-- > 0;) t2.push_back(TraceKey(i));
+  EXPECT_EQ(Contents(lists, ArcList::kT2), t2);
+  std::vector<HashPair> b2;
+  for (uint64_t i = 2 * kC; i-- > kC;) b2.push_back(TraceKey(i));
+  EXPECT_EQ(Slots(lists, ArcList::kB2), FoundAt(lists, b2));
+  EXPECT_EQ(lists.size(ArcList::kB1), 0u);
+  EXPECT_EQ(lists.size(ArcList::kT1), 0u);
+}
+
+// A ghost is its 64-bit fingerprint (H2): another key with the same H2 is
+// taken for it, and revived under its own HashPair. Residents are matched
+// on the whole HashPair, so two residents with one H2 stay two keys.
+TEST(ArcFlatListsTest, GhostsMatchByFingerprintResidentsByWholeKey) {
+  ArcFlatLists<> lists = Make(8);
+  const HashPair a{1, 0x1234567890abcdefULL};
+  const HashPair b{2, 0x1234567890abcdefULL};  // a's fingerprint, other key
+  const HashPair near{1, 0x1234567890abcdeeULL};  // a's h1, other low half
+  const HashPair far{1, 0x1234567990abcdefULL};   // a's h1, other high half
+  lists.PushFront(ArcList::kT1, a);
+  EXPECT_EQ(lists.Where(b), ArcList::kNone);
+  lists.PushFront(ArcList::kT1, b);
+  EXPECT_NE(lists.Find(a), lists.Find(b));
+  EXPECT_EQ(lists.key(lists.Find(a)), a);
+  EXPECT_EQ(lists.key(lists.Find(b)), b);
+
+  // a's ghost sits before b in the index (inserted first): b, resident,
+  // must still be found as itself.
+  lists.MoveToFront(lists.Find(a), ArcList::kB1);
+  EXPECT_EQ(lists.Where(b), ArcList::kT1);
+  EXPECT_EQ(lists.key(lists.Find(b)), b);
+  EXPECT_EQ(lists.Where(a), ArcList::kB1);
+  lists.MoveToFront(lists.Find(b), ArcList::kB2);
+  EXPECT_EQ(lists.Where(near), ArcList::kNone);
+  EXPECT_EQ(lists.Where(far), ArcList::kNone);
+  // Either ghost answers for the shared fingerprint; forgetting it leaves
+  // the other.
+  const uint32_t first = lists.Find(a);
+  EXPECT_EQ(first, lists.Find(b));
+  EXPECT_EQ(lists.Find(HashPair{3, a.h2}), first);
+  lists.Remove(first);
+  const uint32_t second = lists.Find(a);
+  ASSERT_NE(second, kArcNil);
+  EXPECT_NE(second, first);
+  lists.Revive(second, ArcList::kT2, HashPair{3, a.h2});
+  EXPECT_EQ(lists.key(second), (HashPair{3, a.h2}));
+  EXPECT_EQ(lists.Where(HashPair{3, a.h2}), ArcList::kT2);
+  EXPECT_EQ(lists.Where(a), ArcList::kNone);
+  EXPECT_EQ(lists.tracked(), 1u);
 }
 
 TEST(ArcFlatListsTest, NoAllocationAfterCreate) {
@@ -127,13 +223,20 @@ TEST(ArcFlatListsTest, NoAllocationAfterCreate) {
     const HashPair k = TraceKey(rng.Below(200));
     const uint32_t s = lists->Find(k);
     if (s == kArcNil) {
-      if (lists->tracked() < lists->slot_count()) {
-        lists->PushFront(kLists[rng.Below(4)], k);
+      const ArcList to = kLists[rng.Below(4)];
+      if (lists->tracked() < lists->slot_count() &&
+          (IsGhost(to) || lists->resident() < 64)) {
+        lists->PushFront(to, k);
       }
     } else if (rng.Below(3) == 0) {
       lists->Remove(s);
     } else {
-      lists->MoveToFront(s, kLists[rng.Below(4)]);
+      const ArcList to = kLists[rng.Below(4)];
+      if (IsResident(to) && IsGhost(lists->list_of(s))) {
+        if (lists->resident() < 64) lists->Revive(s, to, k);
+      } else {
+        lists->MoveToFront(s, to);
+      }
     }
   }
   EXPECT_EQ(counter.allocations, after_create);
@@ -150,8 +253,8 @@ TEST(ArcFlatListsTest, MoveConstructionTransfersOwnership) {
     ArcFlatLists<> moved(*std::move(made));
     EXPECT_EQ(moved.Where(TraceKey(9)), ArcList::kB1);
   }
-  EXPECT_EQ(counter.allocations, 2);  // arena + index
-  EXPECT_EQ(counter.deallocations, 2);
+  EXPECT_EQ(counter.allocations, 3);  // index, arena, key records
+  EXPECT_EQ(counter.deallocations, 3);
 }
 
 // Random pushes, moves and removes against four std::lists.
@@ -175,23 +278,30 @@ TEST(ArcFlatListsTest, RandomOperationsMatchStdList) {
     const ArcList where = model_find(k);
     ASSERT_EQ(lists.Where(k), where) << "op " << op;
     const ArcList to = kLists[rng.Below(4)];
+    // At most c residents: a move that would exceed it is skipped.
+    const bool room = IsGhost(to) || IsResident(where) ||
+                      lists.resident() < kCapacity;
     if (where == ArcList::kNone) {
-      if (lists.tracked() == 2 * kCapacity) continue;
+      if (lists.tracked() == 2 * kCapacity || !room) continue;
       lists.PushFront(to, k);
       model_of(to).push_front(k);
     } else if (rng.Below(4) == 0) {
       lists.Remove(lists.Find(k));
       model_of(where).remove(k);
-    } else {
-      lists.MoveToFront(lists.Find(k), to);
+    } else if (room) {
+      Move(lists, k, to);
       model_of(where).remove(k);
       model_of(to).push_front(k);
     }
     for (ArcList l : kLists) {
       ASSERT_EQ(lists.size(l), model_of(l).size());
-      ASSERT_EQ(Contents(lists, l),
-                std::vector<HashPair>(model_of(l).begin(), model_of(l).end()))
-          << "op " << op;
+      const std::vector<HashPair> want(model_of(l).begin(),
+                                       model_of(l).end());
+      if (IsResident(l)) {
+        ASSERT_EQ(Contents(lists, l), want) << "op " << op;
+      } else {
+        ASSERT_EQ(Slots(lists, l), FoundAt(lists, want)) << "op " << op;
+      }
     }
   }
 }

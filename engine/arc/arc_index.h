@@ -1,24 +1,35 @@
-// engine/arc/arc_index.h: the key -> arena-slot index of the flat ARC lists.
+// engine/arc/arc_index.h: the fingerprint -> arena-slot index of the flat ARC
+// lists.
 //
 // Thread safety: thread-compatible (REQUIRES external synchronization; in
 // ConcurrentARC it is only touched under the write SpinLock).
 //
-// ArcIndex maps a HashPair to the uint32_t arena slot that holds it. It is an
-// open-addressing table with linear probing and backward-shift deletion, sized
-// once at construction for the largest number of keys ARC can track (2c), so
-// it never allocates, never rehashes and never accumulates tombstones:
+// ArcIndex maps a key's 64-bit fingerprint (H2 of its HashPair) to the
+// uint32_t arena slot that holds it. It is an open-addressing table with
+// linear probing and backward-shift deletion, sized once at construction for
+// the largest number of keys ARC can track (2c), so it never allocates, never
+// rehashes and never accumulates tombstones:
 //
-//   - Buckets are 8 bytes, {tag, ~slot}: eight per cache line. `tag` is the
-//     high 32 bits of H2 (already uniform: it is part of a keyed XXH3-128), and
-//     the home bucket is `(tag * buckets) >> 32` (Lemire's multiply-shift
-//     range reduction, so the bucket count need not be a power of two), so a
-//     bucket's home can be recomputed from the bucket alone. The slot is
-//     stored inverted, so an all-zero bucket is empty (~kArcNil == 0): from
-//     a zeroing allocator the table is ready without being written, and a
-//     bucket's cache line enters the RSS when a key first lands on it.
+//   - Buckets are 8 bytes, {tag, slot + 1 and distance}: eight per cache
+//     line. The fingerprint is split in two halves. The high half picks the
+//     home bucket, `(high * buckets) >> 32` (Lemire's multiply-shift range
+//     reduction, so the bucket count need not be a power of two), and is
+//     kept by the arena (arc_flat_list.h); the low half is the bucket's tag.
+//     So a ghost's whole fingerprint costs the index nothing beyond the tag
+//     it needs anyway, and the arena keeps 4 bytes of it, not 16.
+//   - Because the tag is not the home's source, a bucket records how far it
+//     sits from its home (0-6; 7 = "7 or more, ask the arena"), so that
+//     deletion can recompute homes from the buckets alone: at load 3/4 (the
+//     most ARC reaches) about 6% of keys sit 7 or more buckets past their
+//     home (1.5 on average), and only for those does the backward shift
+//     call `high_of(slot)`.
+//   - The slot is stored plus one in the top 29 bits, so an all-zero bucket
+//     is empty: from a zeroing allocator the table is ready without being
+//     written, and a bucket's cache line enters the RSS when a key first
+//     lands on it.
 //   - Lookup walks from the home bucket until it meets an empty bucket. A tag
-//     match is confirmed by comparing the full key stored in the arena (the
-//     caller passes `key_of(slot)`), so two keys that share a tag coexist.
+//     match is confirmed by the caller's `matches(slot)` (the arena compares
+//     the rest of the key), so two keys that share a tag coexist.
 //   - Erase empties the bucket and then shifts later entries of the same
 //     cluster back into the hole when their home allows it (Knuth's
 //     Algorithm R). No bucket is ever "deleted but occupied", so probe
@@ -27,9 +38,9 @@
 //     under ARC's insert/erase churn made it 9x slower than unordered_map).
 //   - The table has at least 4/3 as many buckets as keys (load <= 3/4), where
 //     linear probing averages ~2.5 probes for a hit and ~8.5 for a miss: one
-//     or two cache lines, on ARC's write path only (under its SpinLock). At
-//     load 1/2 and a power-of-two size it cost 32-64 bytes per cached key
-//     (2c keys tracked for c cached); now ~21.
+//     or two cache lines, on ARC's write path only (under its SpinLock). That
+//     is 2 x 8 x 4/3 = 21.3 bytes per cached key (2c keys tracked for c
+//     cached).
 //
 // docs/arc.md records the measurement against std::unordered_map that chose
 // this table (arc_bench.cc keeps the unordered_map variant for re-measuring).
@@ -47,7 +58,6 @@
 #include <absl/status/statusor.h>
 #include <absl/strings/str_cat.h>
 
-#include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
 
 namespace furrballs {
@@ -55,16 +65,24 @@ namespace furrballs {
 // The "no slot" sentinel shared by the index and the flat lists.
 inline constexpr uint32_t kArcNil = UINT32_MAX;
 
+// What a lookup's caller says about a slot whose tag matched: the slot holds
+// the very key, only a key with the same fingerprint (a ghost, which keeps
+// nothing else), or another key.
+enum class ArcMatch : uint8_t { kNo, kFingerprint, kKey };
+
 class ArcIndex {
  public:
+  // The most keys an index can hold: slot + 1 must fit the bucket's 29 bits.
+  static constexpr uint32_t kMaxKeys = (uint32_t{1} << 29) - 1;
+
   // An index for at most `max_keys` keys at once. Fails on an allocation
-  // failure or if `max_keys` does not fit the uint32_t slot encoding.
+  // failure or if `max_keys` does not fit the slot encoding.
   static absl::StatusOr<ArcIndex> Create(uint32_t max_keys,
                                          RawAllocator alloc) {
-    if (max_keys == 0 || max_keys >= kArcNil / 2) {
+    if (max_keys == 0 || max_keys > kMaxKeys) {
       return absl::InvalidArgumentError(
           absl::StrCat("ArcIndex: max_keys ", max_keys, " outside [1, ",
-                       kArcNil / 2, ")"));
+                       kMaxKeys, "]"));
     }
     const size_t buckets = BucketsFor(max_keys);
     void* mem = alloc.Allocate(buckets * sizeof(Bucket));
@@ -88,6 +106,15 @@ class ArcIndex {
     return BucketsFor(max_keys) * sizeof(Bucket);
   }
 
+  // The halves of a fingerprint: the high one picks the home bucket (the
+  // arena keeps it), the low one is the bucket's tag.
+  static uint32_t HighOf(uint64_t fingerprint) {
+    return static_cast<uint32_t>(fingerprint >> 32);
+  }
+  static uint32_t TagOf(uint64_t fingerprint) {
+    return static_cast<uint32_t>(fingerprint);
+  }
+
   ArcIndex(ArcIndex&& other) noexcept
       : table_(std::exchange(other.table_, nullptr)),
         buckets_(other.buckets_),
@@ -105,41 +132,65 @@ class ArcIndex {
   ArcIndex& operator=(const ArcIndex&) = delete;
   ~ArcIndex() { Free(); }
 
-  // The slot holding `key`, or kArcNil. `key_of(slot)` must return the key
-  // stored at `slot` (the arena owns keys; the index only owns positions).
-  template <typename KeyOf>
-  uint32_t Find(const HashPair& key, const KeyOf& key_of) const {
-    const uint32_t tag = TagOf(key);
-    for (size_t i = Home(tag);; i = Next(i)) {
+  // The slot for which `matches(slot)` says kKey, else the first for which
+  // it says kFingerprint, else kArcNil. `matches` sees only slots whose tag
+  // (the fingerprint's low half) is equal; it compares the rest of the key
+  // (the arena owns keys, the index only positions). A fingerprint match
+  // keeps the walk going to the end of the cluster, so that a whole-key
+  // match further on wins over it.
+  template <typename Matches>
+  uint32_t Find(uint64_t fingerprint, const Matches& matches) const {
+    const uint32_t tag = TagOf(fingerprint);
+    uint32_t found = kArcNil;
+    for (size_t i = Home(HighOf(fingerprint));; i = Next(i)) {
       const Bucket& b = table_[i];
-      if (b.empty()) return kArcNil;
-      if (b.tag == tag && key_of(b.slot()) == key) return b.slot();
+      if (b.empty()) return found;
+      if (b.tag != tag) continue;
+      switch (matches(b.slot())) {
+        case ArcMatch::kKey:
+          return b.slot();
+        case ArcMatch::kFingerprint:
+          if (found == kArcNil) found = b.slot();
+          break;
+        case ArcMatch::kNo:
+          break;
+      }
     }
   }
 
-  // REQUIRES: `key` is absent and fewer than max_keys keys are present.
-  void Insert(const HashPair& key, uint32_t slot) {
-    const uint32_t tag = TagOf(key);
-    size_t i = Home(tag);
+  // REQUIRES: no entry maps `fingerprint` to `slot`, and fewer than
+  // max_keys keys are present.
+  void Insert(uint64_t fingerprint, uint32_t slot) {
+    const size_t home = Home(HighOf(fingerprint));
+    size_t i = home;
     while (!table_[i].empty()) i = Next(i);
-    table_[i] = Bucket::Of(tag, slot);
+    table_[i] = Bucket::Of(TagOf(fingerprint), slot, Distance(home, i));
   }
 
-  // Removes the entry that maps `key` to `slot`.
-  // REQUIRES: Find(key) == slot.
-  void Erase(const HashPair& key, uint32_t slot) {
-    size_t hole = Home(TagOf(key));
+  // Removes the entry of `slot`, whose fingerprint's high half is `high`.
+  // `high_of(s)` must return the high half for any other slot s present
+  // (asked only for keys 7 or more buckets past their home).
+  // REQUIRES: the entry is present.
+  template <typename HighOfSlot>
+  void Erase(uint32_t high, uint32_t slot, const HighOfSlot& high_of) {
+    size_t hole = Home(high);
     while (table_[hole].empty() || table_[hole].slot() != slot) {
       hole = Next(hole);
     }
     // Backward shift: walk the rest of the cluster; an entry may move into
     // the hole iff the hole lies on its probe path, i.e. the hole is no
-    // further from the entry's home than the entry itself is.
-    for (size_t j = Next(hole); !table_[j].empty(); j = Next(j)) {
-      const size_t home = Home(table_[j].tag);
-      if (Distance(home, j) >= Distance(hole, j)) {
-        table_[hole] = table_[j];
+    // further behind it (`back`) than its home is (its distance).
+    size_t back = 1;
+    for (size_t j = Next(hole); !table_[j].empty(); j = Next(j), ++back) {
+      const Bucket b = table_[j];
+      size_t distance = b.distance();
+      if (distance == Bucket::kFarAway) {
+        distance = Distance(Home(high_of(b.slot())), j);
+      }
+      if (distance >= back) {
+        table_[hole] = Bucket::Of(b.tag, b.slot(), distance - back);
         hole = j;
+        back = 0;
       }
     }
     table_[hole] = Bucket{};
@@ -150,30 +201,35 @@ class ArcIndex {
 
  private:
   struct Bucket {
-    uint32_t tag = 0;
-    uint32_t inverted_slot = 0;  // ~slot; 0 (~kArcNil) = empty
+    // 7 in the distance field: the entry is 7 or more buckets past its
+    // home, which only the arena can tell exactly.
+    static constexpr uint32_t kFarAway = 7;
 
-    static Bucket Of(uint32_t tag, uint32_t slot) { return {tag, ~slot}; }
-    bool empty() const { return inverted_slot == 0; }
-    uint32_t slot() const { return ~inverted_slot; }
+    uint32_t tag = 0;
+    uint32_t link = 0;  // (slot + 1) << 3 | min(distance, kFarAway); 0 = empty
+
+    static Bucket Of(uint32_t tag, uint32_t slot, size_t distance) {
+      return {tag, (slot + 1) << 3 |
+                       static_cast<uint32_t>(
+                           std::min<size_t>(distance, kFarAway))};
+    }
+    bool empty() const { return link == 0; }
+    uint32_t slot() const { return (link >> 3) - 1; }
+    uint32_t distance() const { return link & kFarAway; }
   };
   static_assert(sizeof(Bucket) == 8,
                 "eight buckets per cache line keep most probe sequences on "
                 "one or two lines at load <= 3/4");
-  static_assert(~kArcNil == 0,
-                "an all-zero bucket must read as empty (zeroed tables)");
+  static_assert(((uint64_t{kMaxKeys} + 1) << 3) - 1 <= UINT32_MAX,
+                "slot + 1 of every slot below kMaxKeys must fit 29 bits");
 
   static constexpr size_t kMinBuckets = 8;
-
-  static uint32_t TagOf(const HashPair& key) {
-    return static_cast<uint32_t>(key.h2 >> 32);
-  }
 
   ArcIndex(Bucket* table, size_t buckets, RawAllocator alloc)
       : table_(table), buckets_(buckets), alloc_(alloc) {}
 
-  size_t Home(uint32_t tag) const {
-    return static_cast<size_t>((uint64_t{tag} * buckets_) >> 32);
+  size_t Home(uint32_t high) const {
+    return static_cast<size_t>((uint64_t{high} * buckets_) >> 32);
   }
   size_t Next(size_t i) const { return i + 1 == buckets_ ? 0 : i + 1; }
   // How far `to` lies past `from` along the (wrapping) probe direction.

@@ -23,23 +23,31 @@ class Harness {
   }
 
   uint32_t Find(const HashPair& k) const {
-    return index_.Find(k, [this](uint32_t s) -> const HashPair& {
-      return keys_[s];
+    return index_.Find(k.h2, [this, &k](uint32_t s) {
+      ++const_cast<Harness*>(this)->matches_asked_;
+      return keys_[s] == k ? ArcMatch::kKey : ArcMatch::kNo;
     });
   }
   void Insert(const HashPair& k) {
     const uint32_t s = free_.back();
     free_.pop_back();
     keys_[s] = k;
-    index_.Insert(k, s);
+    index_.Insert(k.h2, s);
     model_[k] = s;
   }
   void Erase(const HashPair& k) {
     const uint32_t s = model_.at(k);
-    index_.Erase(k, s);
+    index_.Erase(ArcIndex::HighOf(k.h2), s, [this](uint32_t slot) {
+      ++high_asked_;
+      return ArcIndex::HighOf(keys_[slot].h2);
+    });
     model_.erase(k);
     free_.push_back(s);
   }
+  // How often the index asked the arena stand-in for a key's home (only
+  // for keys 7 or more buckets past it) or to confirm a tag match.
+  uint64_t high_asked() const { return high_asked_; }
+  uint64_t matches_asked() const { return matches_asked_; }
   // Every key the model holds is found at its slot.
   void ExpectAllFound() const {
     for (const auto& [k, s] : model_) ASSERT_EQ(Find(k), s);
@@ -56,11 +64,14 @@ class Harness {
   std::vector<HashPair> keys_;
   std::vector<uint32_t> free_;
   std::unordered_map<HashPair, uint32_t, PairHash> model_;
+  uint64_t high_asked_ = 0;
+  uint64_t matches_asked_ = 0;
 };
 
 TEST(ArcIndexTest, RejectsCapacitiesOutsideTheSlotEncoding) {
   EXPECT_FALSE(ArcIndex::Create(0, RawAllocator::Default()).ok());
-  EXPECT_FALSE(ArcIndex::Create(kArcNil / 2, RawAllocator::Default()).ok());
+  EXPECT_FALSE(ArcIndex::Create(ArcIndex::kMaxKeys + 1, RawAllocator::Default())
+                   .ok());
 }
 
 TEST(ArcIndexTest, ReportsAllocationFailure) {
@@ -88,8 +99,9 @@ TEST(ArcIndexTest, FindsInsertedKeysAndMissesOthers) {
   for (uint64_t i = 64; i < 1000; ++i) EXPECT_EQ(h.Find(TraceKey(i)), kArcNil);
 }
 
-// Keys sharing a tag (the high half of H2) share a home bucket and compare
-// equal on the tag; only the full-key check tells them apart.
+// Keys sharing the high half of H2 share a home bucket, and keys sharing
+// the low half (the tag) compare equal on it; only the caller's check tells
+// them apart, even keys with one whole fingerprint.
 TEST(ArcIndexTest, KeysWithTheSameTagCoexist) {
   Harness h(16);
   std::vector<HashPair> keys;
@@ -104,6 +116,66 @@ TEST(ArcIndexTest, KeysWithTheSameTagCoexist) {
     EXPECT_EQ(h.Find(keys[i]), kArcNil);
     h.ExpectAllFound();
   }
+}
+
+// A bucket keeps its distance from home up to 6; keys further away make the
+// backward shift ask the arena for their home. One cluster of 40 keys with
+// one home, erased from the front: every erase shifts the whole cluster,
+// and the keys 7 or more buckets out must be asked about, the others not.
+TEST(ArcIndexTest, FarKeysAskTheArenaForTheirHome) {
+  Harness h(64);
+  std::vector<HashPair> keys;
+  for (uint64_t i = 0; i < 40; ++i) {
+    keys.push_back(HashPair{i, (uint64_t{0x80000000} << 32) | (i + 1)});
+  }
+  for (const HashPair& k : keys) h.Insert(k);
+  h.ExpectAllFound();
+  EXPECT_EQ(h.high_asked(), 0u);
+  h.Erase(keys[0]);
+  // Keys 1..39 sit 1..39 buckets out; those at 7 or more (7..39) are asked.
+  EXPECT_EQ(h.high_asked(), 33u);
+  h.ExpectAllFound();
+  for (size_t i = 1; i < keys.size(); ++i) {
+    h.Erase(keys[i]);
+    EXPECT_EQ(h.Find(keys[i]), kArcNil);
+    h.ExpectAllFound();
+  }
+  EXPECT_EQ(h.size(), 0u);
+}
+
+// A tag match alone is not a find: the caller's check is asked once per
+// candidate with the key's tag and refuses the others.
+TEST(ArcIndexTest, ATagMatchIsConfirmedByTheCaller) {
+  Harness h(8);
+  const HashPair a{1, 0x1111111122222222ULL};
+  const HashPair same_tag{2, 0x3333333322222222ULL};
+  h.Insert(a);
+  const uint64_t before = h.matches_asked();
+  EXPECT_EQ(h.Find(HashPair{9, a.h2}), kArcNil);
+  EXPECT_EQ(h.matches_asked(), before + 1);
+  EXPECT_EQ(h.Find(same_tag), kArcNil);
+  EXPECT_EQ(h.Find(a), h.Find(a));
+  EXPECT_NE(h.Find(a), kArcNil);
+}
+
+// A fingerprint match is only kept as a fallback: a whole-key match later
+// in the cluster wins, and without one the first fingerprint match is
+// returned.
+TEST(ArcIndexTest, AWholeKeyMatchWinsOverAnEarlierFingerprintMatch) {
+  ArcIndex index = *ArcIndex::Create(8, RawAllocator::Default());
+  const uint64_t fp = 0x1234567890abcdefULL;
+  index.Insert(fp, 3);  // a ghost
+  index.Insert(fp, 5);  // another ghost
+  index.Insert(fp, 4);  // the resident key
+  auto find = [&](uint32_t key_slot) {
+    return index.Find(fp, [key_slot](uint32_t s) {
+      return s == key_slot ? ArcMatch::kKey
+             : s == 4      ? ArcMatch::kNo
+                           : ArcMatch::kFingerprint;
+    });
+  };
+  EXPECT_EQ(find(4), 4u);
+  EXPECT_EQ(find(kArcNil), 3u);
 }
 
 // Clusters that wrap from the last bucket to the first exercise the modular

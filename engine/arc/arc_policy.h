@@ -50,7 +50,7 @@
 // Each miss is split in three steps so that ConcurrentARC can interleave the
 // CMap operations that must succeed before the lists change (report §3.18):
 //
-//   ArcMissPlan plan = PlanMiss(x);      // pure: decides, changes nothing
+//   ArcMissPlan plan = PlanMiss(slot);   // pure: decides, changes nothing
 //   ... erase plan.victim from the table; on failure stop here ...
 //   CommitEviction(plan);                // p, ghost deletion, victim move
 //   ... insert x into the table; on failure stop here ...
@@ -123,7 +123,7 @@ class BasicArcPolicy {
       r.hit = true;
       return r;
     }
-    const ArcMissPlan plan = PlanMiss(x);
+    const ArcMissPlan plan = PlanMiss(s);
     if (plan.victim != kArcNil) {
       r.evicted = true;
       r.evicted_key = lists_.key(plan.victim);
@@ -143,9 +143,12 @@ class BasicArcPolicy {
     return promoted;
   }
 
-  // Cases II-IV for a non-resident `x`, decided but not applied.
+  // Cases II-IV for a non-resident key x, decided but not applied. `x_slot`
+  // is where lists().Find(x) found it: kArcNil (untracked) or its ghost
+  // slot. The caller has looked x up already to learn that it is not
+  // resident; a second index probe per miss would only repeat that.
   // REQUIRES: x is not in T1 ∪ T2.
-  ArcMissPlan PlanMiss(const HashPair& x) const {
+  ArcMissPlan PlanMiss(uint32_t x_slot) const {
     const uint64_t c = capacity_;
     const uint64_t t1 = lists_.size(ArcList::kT1);
     const uint64_t t2 = lists_.size(ArcList::kT2);
@@ -155,7 +158,7 @@ class BasicArcPolicy {
 
     ArcMissPlan plan;
     plan.new_p = p_;
-    plan.x_slot = lists_.Find(x);
+    plan.x_slot = x_slot;
     plan.x_from =
         plan.x_slot == kArcNil ? ArcList::kNone : lists_.list_of(plan.x_slot);
 
@@ -211,7 +214,8 @@ class BasicArcPolicy {
     if (plan.x_from == ArcList::kNone) {
       lists_.PushFront(plan.x_to, x);
     } else {
-      lists_.MoveToFront(plan.x_slot, plan.x_to);
+      // A ghost keeps only its fingerprint; x is the key that matched it.
+      lists_.Revive(plan.x_slot, plan.x_to, x);
     }
   }
 

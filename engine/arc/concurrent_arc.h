@@ -88,8 +88,8 @@ struct ConcurrentArcOptions {
   // ArcFlatLists<>::kMaxCapacity.
   uint32_t capacity = 0;
 
-  // Where the CMap, the ARC arena and the ARC index live (e.g. a NUMA node's
-  // memory, from Numatic). Allocation happens in Create only.
+  // Where the CMap and ARC's arena, key records and index live (e.g. a NUMA
+  // node's memory, from Numatic). Allocation happens in Create only.
   RawAllocator allocator = RawAllocator::Default();
 
   // Passed to CMap (its string-key convenience functions hash with it).
@@ -225,7 +225,7 @@ class ConcurrentARC {
       return r;
     }
 
-    const ArcMissPlan plan = policy_.PlanMiss(h);
+    const ArcMissPlan plan = policy_.PlanMiss(slot);
     if (plan.victim != kArcNil) {
       const HashPair victim = lists.key(plan.victim);
       FindAndEraseResult<Value> erased = table_.FindAndEraseByHash(victim);
@@ -390,7 +390,7 @@ class ConcurrentARC {
   size_t size() const { return table_.size(); }
   // Live keys CMap admits (== capacity()).
   size_t table_capacity() const { return table_.capacity(); }
-  // The ARC arena and index (CMap reports its own memory).
+  // ARC's arena, key records and index (CMap reports its own memory).
   size_t policy_memory_bytes() const { return policy_memory_bytes_; }
 
   // Diagnostics; each takes the SpinLock.
