@@ -23,7 +23,7 @@
 //          then one SENTINEL group, then one uint32_t overflow count per
 //          group (see "Tombstones" below).
 //   slots: groups * 16 slots packed back to back, each [seq | fingerprint |
-//          value] (internal/slot.h: 48 bytes for the engine's KeyMeta).
+//          value] (internal/slot.h: 40 bytes for the engine's KeyMeta).
 //
 // The number of groups is the smallest that keeps the load at or below 3/4
 // (kMaxLoad*) when `capacity` keys are live; it need not be a power of two

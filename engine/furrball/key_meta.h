@@ -24,6 +24,15 @@ inline constexpr int kGenerationBits = 24;
 inline constexpr uint64_t kMaxExpiryMs = (uint64_t{1} << kExpiryBits) - 1;
 inline constexpr uint32_t kGenerationMask = (uint32_t{1} << kGenerationBits) - 1;
 
+// Where the entry's size and footprint live. They are in the entry header
+// (entry.h) and nowhere else: a KeyMeta names one immutable byte image, so
+// the header it points at holds the size and capacity of exactly the bytes
+// the KeyMeta describes, and a copy here only cost 8 bytes per key slot
+// (a 48-byte CMap slot instead of 40). Readers take them from the header
+// inside the same seqlock window as the bytes (the Get protocol in
+// node_shard.h); a reader on a stale KeyMeta may see a header of a recycled
+// page, so it checks them against the page (ReadEntryHeaderWithin) before
+// it copies.
 struct KeyMeta {
   // Every write of a key takes a version above the key's last one (see
   // "Versions" in node_shard.h), so a key's (version, page, generation,
@@ -38,8 +47,6 @@ struct KeyMeta {
   uint64_t generation : kGenerationBits = 0;
   uint32_t page = 0;        // page index within the node's pool
   uint32_t offset = 0;      // of the entry header within the page
-  uint32_t size = 0;        // value bytes
-  uint32_t capacity = 0;    // the entry's footprint: header + value + padding
 
   bool Expired(uint64_t now_ms) const {
     return expiry_ms != 0 && now_ms >= expiry_ms;
@@ -50,9 +57,9 @@ struct KeyMeta {
 
 static_assert(std::is_trivially_copyable_v<KeyMeta>,
               "CMap stores values by word copies inside its seqlock");
-static_assert(sizeof(KeyMeta) == 32 && alignof(KeyMeta) == 8,
+static_assert(sizeof(KeyMeta) == 24 && alignof(KeyMeta) == 8,
               "no implicit padding, so a slot copy is fully defined; with "
-              "CMap's seq and fingerprint a slot is 48 bytes");
+              "CMap's seq and fingerprint a slot is 40 bytes");
 
 // Whether `m` names the entry at (page, offset) of that page generation
 // (the page's full counter; KeyMeta keeps its low kGenerationBits).

@@ -134,10 +134,15 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
           seen = m;
           is_key = false;
           if (clock.Passed(m.expiry_ms)) return;
+          // Bytes that cannot be a header mean m is stale (its page was
+          // recycled): the sequence check below then fails.
+          EntryHeader header;
+          if (!HeaderWithin(m, &header)) return;
           const uint8_t* entry = pool_.EntryAt(m.page, m.offset);
-          is_key = PayloadKeyEquals(entry, m.size, key, wanted, &seen_kind);
+          is_key =
+              PayloadKeyEquals(entry, header.size, key, wanted, &seen_kind);
           if (is_key) {
-            value->resize(m.size - key_part);
+            value->resize(header.size - key_part);
             CopyPayloadRange(entry, key_part, value->size(), value->data());
           }
         });
@@ -183,8 +188,10 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
 std::optional<bool> NodeShard::ResidentKeyIs(const HashPair& h,
                                              const KeyMeta& m,
                                              std::string_view key) const {
+  EntryHeader header;
   const bool is_key =
-      PayloadKeyEquals(pool_.EntryAt(m.page, m.offset), m.size, key);
+      HeaderWithin(m, &header) &&
+      PayloadKeyEquals(pool_.EntryAt(m.page, m.offset), header.size, key);
   const std::optional<KeyMeta> again = arc_->Peek(h);
   if (!again.has_value() || !(*again == m)) return std::nullopt;
   return is_key;
@@ -286,18 +293,25 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
 
     // Fast path (§2.8.5): overwrite in place when the new value fits the
     // entry. The bytes are written inside the slot's seqlock.
-    if (cur.has_value() && capacity <= cur->capacity) {
+    // The capacity read here is the entry's unless cur is already stale,
+    // and then the SameEntry check inside the slot's lock fails.
+    EntryHeader cur_header;
+    if (cur.has_value() && HeaderWithin(*cur, &cur_header) &&
+        capacity <= cur_header.capacity) {
       bool same = false;
       uint32_t old_size = 0;
       const Error err = arc_->UpdateInPlace(h, [&](KeyMeta& m) {
         if (!SameEntry(m, *cur)) return;  // relocated since we looked
         same = true;
-        old_size = m.size;
+        const EntryHeader old = HeaderOf(m);
+        // Still the entry whose footprint was read above, and footprints
+        // never change while a KeyMeta points at them.
+        assert(capacity <= old.capacity);
+        old_size = old.size;
         CopyIfChunkedHead(m, replaced_head);
         uint8_t* entry = pool_.EntryAt(m.page, m.offset);
         WritePayloadWords(entry, key, value, kind);
-        WriteSizeWord(entry, size, m.capacity);
-        m.size = size;
+        WriteSizeWord(entry, size, old.capacity);
         m.version = version;
         m.expiry_ms = expiry;
       });
@@ -330,30 +344,30 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
                         .expiry_ms = expiry,
                         .generation = r.generation & kGenerationMask,
                         .page = r.page,
-                        .offset = r.offset,
-                        .size = size,
-                        .capacity = capacity};
+                        .offset = r.offset};
 
     if (cur.has_value()) {
       bool same = false;
       KeyMeta before;
+      EntryHeader replaced;
       const Error err = arc_->UpdateInPlace(h, [&](KeyMeta& m) {
         if (!SameEntry(m, *cur)) return;
         same = true;
         before = m;
+        replaced = HeaderOf(m);
         CopyIfChunkedHead(m, replaced_head);
         m = fresh;
       });
       if (err == Error::kOk && same) {
         pool_.Publish(r.page, capacity);
         pool_.EndWrite(r.page);
-        pool_.Unpublish(before.page, before.capacity);
+        pool_.Unpublish(before.page, replaced.capacity);
         if (clock.Passed(before.expiry_ms)) {
           stats_.Add(Counter::kTtlExpirations);
         }
         stats_.Add(Counter::kSets);
         stats_.AddSigned(Counter::kLiveBytes,
-                         int64_t{size} - int64_t{before.size});
+                         int64_t{size} - int64_t{replaced.size});
         return SetResult{Error::kOk, version};
       }
       pool_.EndWrite(r.page);  // nothing points at the entry: dead bytes
@@ -501,8 +515,9 @@ void NodeShard::CopyIfChunkedHead(const KeyMeta& m, std::string* out) const {
   size_t key_size = 0;
   if (PayloadKind(entry, &key_size) != EntryKind::kChunkedHead) return;
   const size_t key_part = PayloadSize(key_size, 0);
-  if (m.size < key_part) return;
-  out->resize(m.size - key_part);
+  const uint32_t size = HeaderOf(m).size;
+  if (size < key_part) return;
+  out->resize(size - key_part);
   CopyPayloadRange(entry, key_part, out->size(), out->data());
 }
 

@@ -363,12 +363,18 @@ TEST_F(NodeShardTest, OverwriteThatFitsIsInPlace) {
   NodeStatsSnapshot s = shard_->Snapshot();
   EXPECT_EQ(s.in_place_sets, 1u);
   EXPECT_EQ(s.dead_bytes, dead) << "an in-place overwrite frees nothing";
+  // The shorter size is the entry header's (KeyMeta keeps none): reads and
+  // the live-byte count follow it, the footprint stays.
+  EXPECT_EQ(s.live_bytes, PayloadSize(KeyName(1).size(), 90));
+  std::string v;
+  ASSERT_TRUE(Get(1, &v).found);
+  EXPECT_EQ(v, std::string(90, 'b'));
+  EXPECT_EQ(shard_->CheckPageAccountingForTesting(), "");
   ASSERT_EQ(Set(1, std::string(200, 'c')).error, Error::kOk);
   s = shard_->Snapshot();
   EXPECT_EQ(s.in_place_sets, 1u);
   EXPECT_EQ(s.dead_bytes,
             dead + EntryFootprint(PayloadSize(KeyName(1).size(), 100)));
-  std::string v;
   ASSERT_TRUE(Get(1, &v).found);
   EXPECT_EQ(v, std::string(200, 'c'));
 }

@@ -14,7 +14,7 @@
 //   value        ceil(sizeof(Value) / 8) words holding the Value's bytes
 //
 // Layout: slots packed back to back, [seq | fingerprint | value] at a stride
-// of 16 + 8 * ceil(sizeof(Value) / 8) bytes (48 for the engine's 32-byte
+// of 16 + 8 * ceil(sizeof(Value) / 8) bytes (40 for the engine's 24-byte
 // KeyMeta), 8-byte aligned. The report gives every slot its own cache line
 // so that writers of neighbouring slots never invalidate each other's seq
 // (§2.7.1, §3.10); that costs 8 to 48 padding bytes per slot, about a
