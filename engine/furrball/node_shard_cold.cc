@@ -55,7 +55,7 @@ NodeShard::Migration NodeShard::MigrateNextColdKey(bool cooperative) {
     if (!pool_.ReserveForColdMigration(capacity, /*for_drain=*/false, &r)) {
       return Migration::kNoRoom;
     }
-    if (MoveEntry(k.hash, m->page, m->offset, m->generation, r,
+    if (MoveEntry(k.hash, m->page, m->offset(), m->generation, r,
                   Counter::kColdMigrations)) {
       result = Migration::kMoved;
       if (cooperative) stats_.Add(Counter::kColdMigrationsCooperative);

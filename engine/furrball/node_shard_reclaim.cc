@@ -224,7 +224,7 @@ bool NodeShard::MoveEntry(const HashPair& h, uint32_t page, uint32_t offset,
       CopyEntry(pool_.EntryAt(page, offset), pool_.EntryAt(r.page, r.offset),
                 h, before.size, r.capacity);
       cur.page = r.page;
-      cur.offset = r.offset;
+      cur.offset_words = KeyMeta::OffsetWords(r.offset);
       cur.generation = r.generation & kGenerationMask;
       moved = true;
     });

@@ -32,7 +32,7 @@ uint64_t Deadline(OperationClock& clock, uint64_t ttl_ms) {
 }
 
 bool SameEntry(const KeyMeta& a, const KeyMeta& b) {
-  return a.page == b.page && a.offset == b.offset &&
+  return a.page == b.page && a.offset() == b.offset() &&
          a.generation == b.generation;
 }
 
@@ -138,7 +138,7 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
           // recycled): the sequence check below then fails.
           EntryHeader header;
           if (!HeaderWithin(m, &header)) return;
-          const uint8_t* entry = pool_.EntryAt(m.page, m.offset);
+          const uint8_t* entry = pool_.EntryAt(m.page, m.offset());
           is_key =
               PayloadKeyEquals(entry, header.size, key, wanted, &seen_kind);
           if (is_key) {
@@ -179,7 +179,7 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
   // count as live forever. Try-lock: a Get never waits for a writer, and a
   // writer holding the lock deals with the entry itself.
   if (expired.has_value()) {
-    ReclaimIfExpired(h, expired->page, expired->offset, expired->generation,
+    ReclaimIfExpired(h, expired->page, expired->offset(), expired->generation,
                      clock.NowMs());
   }
   return result;
@@ -191,7 +191,7 @@ std::optional<bool> NodeShard::ResidentKeyIs(const HashPair& h,
   EntryHeader header;
   const bool is_key =
       HeaderWithin(m, &header) &&
-      PayloadKeyEquals(pool_.EntryAt(m.page, m.offset), header.size, key);
+      PayloadKeyEquals(pool_.EntryAt(m.page, m.offset()), header.size, key);
   const std::optional<KeyMeta> again = arc_->Peek(h);
   if (!again.has_value() || !(*again == m)) return std::nullopt;
   return is_key;
@@ -293,8 +293,8 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
 
     // Fast path (§2.8.5): overwrite in place when the new value fits the
     // entry. The bytes are written inside the slot's seqlock.
-    // The capacity read here is the entry's unless cur is already stale,
-    // and then the SameEntry check inside the slot's lock fails.
+    // The capacity read here is the entry's unless cur is already stale;
+    // the slot's lock below checks it again.
     EntryHeader cur_header;
     if (cur.has_value() && HeaderWithin(*cur, &cur_header) &&
         capacity <= cur_header.capacity) {
@@ -302,14 +302,16 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
       uint32_t old_size = 0;
       const Error err = arc_->UpdateInPlace(h, [&](KeyMeta& m) {
         if (!SameEntry(m, *cur)) return;  // relocated since we looked
-        same = true;
+        // The footprint read above is a hint: m is the key's entry now, so
+        // its header is read again here, where it cannot change. That keeps
+        // the write inside the entry even if a stale cur matched (KeyMeta's
+        // generation is only 16 bits, key_meta.h).
         const EntryHeader old = HeaderOf(m);
-        // Still the entry whose footprint was read above, and footprints
-        // never change while a KeyMeta points at them.
-        assert(capacity <= old.capacity);
+        if (capacity > old.capacity) return;
+        same = true;
         old_size = old.size;
         CopyIfChunkedHead(m, replaced_head);
-        uint8_t* entry = pool_.EntryAt(m.page, m.offset);
+        uint8_t* entry = pool_.EntryAt(m.page, m.offset());
         WritePayloadWords(entry, key, value, kind);
         WriteSizeWord(entry, size, old.capacity);
         m.version = version;
@@ -342,9 +344,9 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
                     kind);
     const KeyMeta fresh{.version = version,
                         .expiry_ms = expiry,
-                        .generation = r.generation & kGenerationMask,
+                        .offset_words = KeyMeta::OffsetWords(r.offset),
                         .page = r.page,
-                        .offset = r.offset};
+                        .generation = r.generation & kGenerationMask};
 
     if (cur.has_value()) {
       bool same = false;
@@ -511,7 +513,7 @@ Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
 
 void NodeShard::CopyIfChunkedHead(const KeyMeta& m, std::string* out) const {
   if (out == nullptr) return;
-  const uint8_t* entry = pool_.EntryAt(m.page, m.offset);
+  const uint8_t* entry = pool_.EntryAt(m.page, m.offset());
   size_t key_size = 0;
   if (PayloadKind(entry, &key_size) != EntryKind::kChunkedHead) return;
   const size_t key_part = PayloadSize(key_size, 0);

@@ -195,9 +195,9 @@ Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
     WriteEntry(pool_.EntryAt(r.page, r.offset), h, value, capacity);
     const KeyMeta fresh{.version = version,
                         .expiry_ms = std::min(expiry_ms, kMaxExpiryMs),
-                        .generation = r.generation & kGenerationMask,
+                        .offset_words = KeyMeta::OffsetWords(r.offset),
                         .page = r.page,
-                        .offset = r.offset};
+                        .generation = r.generation & kGenerationMask};
     if (!config_.eviction_enabled &&
         resident_keys_.fetch_add(1, std::memory_order_relaxed) >=
             int64_t{config_.max_keys}) {
