@@ -118,7 +118,8 @@
 //   R1. s1 = seq load (acquire). Odd: back off and retry R1.
 //   R2. ctrl load, fingerprint load (relaxed). Not (H2Short, K.h2): the key
 //       is not in this slot; try the next candidate.
-//   R3. value loads (relaxed) into a local buffer.
+//   R3. value loads (relaxed) into a local buffer; a value's tail is the
+//       high half of the seq word R1 read.
 //   R4. acquire fence; s2 = seq load (relaxed). s2 != s1: retry R1.
 //   R5. return the buffer as a Value.
 //
@@ -643,7 +644,7 @@ bool CMap<Value, GroupImpl>::ReadIfKey(size_t i, const HashPair& h,
       return false;
     }
     // R3.
-    cmap_internal::LoadWords<Value>(s, out);
+    cmap_internal::LoadWords<Value>(s, before, out);
     // R4. The fence pairs with Lock's release fence: if R2..R3 saw any store
     // of a writer still inside, this reload sees its odd seq (or later).
     cmap_internal::AcquireFence();
@@ -808,7 +809,7 @@ Error CMap<Value, GroupImpl>::UpdateInPlace(const HashPair& h, Fn&& fn) {
   // fn works on a copy: readers load these words concurrently, so they may
   // only be written with atomic stores, never through a Value&.
   Words words;
-  cmap_internal::LoadWords<Value>(s, words);
+  cmap_internal::LoadWords<Value>(s, stable, words);
   Value value = cmap_internal::FromWords<Value>(words);
   std::invoke(std::forward<Fn>(fn), value);
   cmap_internal::StoreWords<Value>(s, cmap_internal::ToWords(value));
@@ -831,7 +832,7 @@ FindAndEraseResult<Value> CMap<Value, GroupImpl>::FindAndEraseByHash(
     return {Error::kAbandonedSet, std::nullopt};
   }
   Words words;
-  cmap_internal::LoadWords<Value>(s, words);
+  cmap_internal::LoadWords<Value>(s, stable, words);
   StoreCtrl(r.match, cmap_internal::kCtrlDeleted);
   s.fingerprint.store(0, std::memory_order_relaxed);
   cmap_internal::StoreWords<Value>(s, Words{});

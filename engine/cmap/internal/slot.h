@@ -158,17 +158,15 @@ Value FromWords(const WordBuffer<Value>& buf) {
   return std::bit_cast<Value>(bytes);
 }
 
-// Loads the value of slot `s`. The tail comes from a second load of seq: a
-// reader compares seq at R4 with its R1 value, so a tail read from any other
-// state of the word fails that check (the word's loads are coherent).
+// Loads the value of slot `s` whose seq word the caller read as `seq_word`:
+// a reader's R1 load (which its R4 validates) or a writer's `stable` (its
+// TryLock changed only the sequence), so the tail costs no load of its own.
 template <typename Value>
-void LoadWords(const SlotRef& s, WordBuffer<Value>& dst) {
+void LoadWords(const SlotRef& s, uint64_t seq_word, WordBuffer<Value>& dst) {
   for (size_t i = 0; i < kValueWords<Value>; ++i) {
     dst[i] = s.value[i].load(std::memory_order_relaxed);
   }
-  if constexpr (kTailBytes<Value> != 0) {
-    dst.back() = s.seq.load(std::memory_order_relaxed) >> kTailShift;
-  }
+  if constexpr (kTailBytes<Value> != 0) dst.back() = seq_word >> kTailShift;
 }
 
 // Stores the value of slot `s`. REQUIRES: the caller holds the slot (seq
