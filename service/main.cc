@@ -52,7 +52,9 @@ ABSL_FLAG(uint64_t, expected_item_bytes,
 ABSL_FLAG(uint64_t, page_kb, furrballs::FurrBallOptions{}.page_size_bytes >> 10,
           "Page size in KiB (the unit of placement, compaction and spill); 0 "
           "= chosen from the budget: 2048, smaller for small budgets (at "
-          "least 64); values over an eighth of a page are stored in chunks.");
+          "least 64), larger past 65536 pages a node (128 GiB); else a power "
+          "of two from 64 to 65536 that gives a node at most 65536 pages. "
+          "Values over an eighth of a page are stored in chunks.");
 ABSL_FLAG(int, nodes, 0,
           "NUMA nodes to serve on. 0 = every node this process may use.");
 ABSL_FLAG(int, simulate_nodes, 0,

@@ -23,7 +23,7 @@
 //          then one SENTINEL group, then one uint32_t overflow count per
 //          group (see "Tombstones" below).
 //   slots: groups * 16 slots packed back to back, each [seq | fingerprint |
-//          value] (internal/slot.h: 48 bytes for the engine's KeyMeta).
+//          value] (internal/slot.h: 40 bytes for the engine's KeyMeta).
 //
 // The number of groups is the smallest that keeps the load at or below 3/4
 // (kMaxLoad*) when `capacity` keys are live; it need not be a power of two
@@ -73,7 +73,8 @@
 //   Lock    seq CAS even -> odd, acquire; then a release fence. CAS failure
 //           (odd, or lost the race) returns kAbandonedSet at once: no
 //           spinning (report §2.7.8).
-//   Unlock  seq store odd -> odd + 1 (= even + 2), release.
+//   Unlock  seq store odd -> odd + 1 (= even + 2, modulo 2^32 in the low
+//           half; the high half is the value's tail), release.
 //
 // States of a slot, as (ctrl, seq parity) with what the other fields hold:
 //
@@ -117,7 +118,8 @@
 //   R1. s1 = seq load (acquire). Odd: back off and retry R1.
 //   R2. ctrl load, fingerprint load (relaxed). Not (H2Short, K.h2): the key
 //       is not in this slot; try the next candidate.
-//   R3. value loads (relaxed) into a local buffer.
+//   R3. value loads (relaxed) into a local buffer; a value's tail is the
+//       high half of the seq word R1 read.
 //   R4. acquire fence; s2 = seq load (relaxed). s2 != s1: retry R1.
 //   R5. return the buffer as a Value.
 //
@@ -170,12 +172,20 @@
 // concurrent writer, i.e. a concurrent erase, and missing K then linearizes
 // after that erase.
 //
-// ABA on seq. A reader is fooled only if seq returns to s1 between R1 and
-// R4, i.e. after exactly 2^64 / 2 writer windows on that slot. The report's
-// seq is one byte, which a reader preempted for one time slice can see wrap
-// on a hot key (128 updates). Here seq is a uint64_t: the 7 bytes of padding
-// the report puts after its byte (the fingerprint is 8-aligned) already paid
-// for it, and 2^63 windows at one per nanosecond take 292 years.
+// ABA on seq. A reader is fooled only if the seq word returns to s1 between
+// R1 and R4 (and, for Visit, around fn), i.e. after exactly a multiple of
+// 2^31 writer windows on that slot that also left its value's tail as it
+// was. The report's seq is one byte, which a reader preempted for one time
+// slice can see wrap on a hot key (128 updates). Here the sequence is the
+// low 32 bits of a word whose high half holds a value's last bytes
+// (internal/slot.h, "The tail"; until 2026-11-24 it was all 64 bits, and
+// the 20-byte KeyMeta would have needed a 40-byte slot). A writer window is
+// a CAS, the value's stores and a release store on one line, tens of
+// nanoseconds; the engine's are longer (an in-place write copies the value
+// inside it). So 2^31 of them on one slot take about a minute of nothing
+// but writes to that key, all while one reader sits between two loads a few
+// instructions apart: the reader would have to stay descheduled for that
+// whole minute while the key is written nonstop. We accept that.
 //
 // Duplicates. Two concurrent Sets of an absent key K can choose different
 // free slots (a tombstone may appear on the path between their probes). Each
@@ -634,7 +644,7 @@ bool CMap<Value, GroupImpl>::ReadIfKey(size_t i, const HashPair& h,
       return false;
     }
     // R3.
-    cmap_internal::LoadWords<Value>(s.value, out);
+    cmap_internal::LoadWords<Value>(s, before, out);
     // R4. The fence pairs with Lock's release fence: if R2..R3 saw any store
     // of a writer still inside, this reload sees its odd seq (or later).
     cmap_internal::AcquireFence();
@@ -706,7 +716,7 @@ CMapSetResult CMap<Value, GroupImpl>::Set(const HashPair& h, const Value& v) {
       cmap_internal::Unlock(s.seq, stable);
       return {Error::kAbandonedSet, false};
     }
-    cmap_internal::StoreWords<Value>(s.value, cmap_internal::ToWords(v));
+    cmap_internal::StoreWords<Value>(s, cmap_internal::ToWords(v));
     cmap_internal::Unlock(s.seq, stable);
     return {Error::kOk, false};
   }
@@ -765,7 +775,7 @@ Error CMap<Value, GroupImpl>::Claim(const HashPair& h, const ProbeResult& r,
     RemoveOverflow(h.h1, r.free_index);
     return Error::kAbandonedSet;
   }
-  cmap_internal::StoreWords<Value>(s.value, cmap_internal::ToWords(v));  // 6
+  cmap_internal::StoreWords<Value>(s, cmap_internal::ToWords(v));  // 6
   cmap_internal::Unlock(s.seq, stable);
   return Error::kOk;
 }
@@ -799,10 +809,10 @@ Error CMap<Value, GroupImpl>::UpdateInPlace(const HashPair& h, Fn&& fn) {
   // fn works on a copy: readers load these words concurrently, so they may
   // only be written with atomic stores, never through a Value&.
   Words words;
-  cmap_internal::LoadWords<Value>(s.value, words);
+  cmap_internal::LoadWords<Value>(s, stable, words);
   Value value = cmap_internal::FromWords<Value>(words);
   std::invoke(std::forward<Fn>(fn), value);
-  cmap_internal::StoreWords<Value>(s.value, cmap_internal::ToWords(value));
+  cmap_internal::StoreWords<Value>(s, cmap_internal::ToWords(value));
   cmap_internal::Unlock(s.seq, stable);
   return Error::kOk;
 }
@@ -822,10 +832,10 @@ FindAndEraseResult<Value> CMap<Value, GroupImpl>::FindAndEraseByHash(
     return {Error::kAbandonedSet, std::nullopt};
   }
   Words words;
-  cmap_internal::LoadWords<Value>(s.value, words);
+  cmap_internal::LoadWords<Value>(s, stable, words);
   StoreCtrl(r.match, cmap_internal::kCtrlDeleted);
   s.fingerprint.store(0, std::memory_order_relaxed);
-  cmap_internal::StoreWords<Value>(s.value, Words{});
+  cmap_internal::StoreWords<Value>(s, Words{});
   cmap_internal::Unlock(s.seq, stable);
   RemoveOverflow(h.h1, r.match_index);
   live_.fetch_sub(1, std::memory_order_relaxed);

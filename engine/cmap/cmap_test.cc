@@ -34,10 +34,21 @@ struct LargeValue {
   uint64_t words[15];
 };
 static_assert(sizeof(LargeValue) == 128);
+// 20 bytes, like the engine's KeyMeta: its last 4 bytes ride in the seq
+// word's high half (internal/slot.h, "The tail").
+struct TailValue {
+  uint32_t id;
+  uint32_t words[3];
+  uint32_t check;
+};
+static_assert(sizeof(TailValue) == 20);
 static_assert(cmap_internal::SlotArray<SmallValue>::BytesFor(1) == 32 &&
                   cmap_internal::SlotArray<LargeValue>::BytesFor(1) == 144 &&
-                  cmap_internal::SlotArray<char[41]>::BytesFor(1) == 64,
-              "slots are packed: seq, fingerprint and the value's words");
+                  cmap_internal::SlotArray<TailValue>::BytesFor(1) == 32 &&
+                  cmap_internal::SlotArray<char[41]>::BytesFor(1) == 56 &&
+                  cmap_internal::SlotArray<char[45]>::BytesFor(1) == 64,
+              "slots are packed: seq (with a tail of at most 4 bytes), "
+              "fingerprint and the value's words");
 
 template <typename V>
 V MakeValue(uint64_t id) {
@@ -46,6 +57,11 @@ V MakeValue(uint64_t id) {
   v.id = id;
   if constexpr (std::is_same_v<V, SmallValue>) {
     v.check = ~id;
+  } else if constexpr (std::is_same_v<V, TailValue>) {
+    for (size_t i = 0; i < std::size(v.words); ++i) {
+      v.words[i] = static_cast<uint32_t>(id * 31 + i);
+    }
+    v.check = ~static_cast<uint32_t>(id);
   } else {
     for (size_t i = 0; i < std::size(v.words); ++i) v.words[i] = id * 31 + i;
   }
@@ -83,8 +99,10 @@ class CMapTest : public ::testing::Test {
 using Configs = ::testing::Types<
 #if defined(__SSE2__)
     Config<SmallValue, GroupSse2>, Config<LargeValue, GroupSse2>,
+    Config<TailValue, GroupSse2>,
 #endif
-    Config<SmallValue, GroupPortable>, Config<LargeValue, GroupPortable>>;
+    Config<SmallValue, GroupPortable>, Config<LargeValue, GroupPortable>,
+    Config<TailValue, GroupPortable>>;
 TYPED_TEST_SUITE(CMapTest, Configs);
 
 // A crafted identity: home group `group`, control byte `h2s`, and a unique
@@ -258,7 +276,9 @@ TYPED_TEST(CMapTest, WritersOfAHeldSlotGetAbandonedSet) {
             Error::kOk);
   EXPECT_TRUE(this->Holds(m, h, 3));
   EXPECT_TRUE(this->Holds(m, other, 8));
-  EXPECT_EQ(CMapTestPeer::Seq(m, slot), seq_before + 2)
+  // The sequence is the word's low half (the high half is a tail value's
+  // last bytes, which this write changed).
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot) & 0xffffffff, (seq_before + 2) & 0xffffffff)
       << "one writer window, and the abandoned writers left no trace";
 }
 
@@ -630,7 +650,8 @@ TYPED_TEST(CMapTest, UsesTheCallersAllocatorForBothArrays) {
     // Exactly the packed slots (seq, fingerprint, value words) and one
     // control byte each, the sentinel group and the overflow counts: no
     // padding per slot.
-    const size_t slot_bytes = 16 + (sizeof(typename TestFixture::Value) + 7) / 8 * 8;
+    const size_t slot_bytes =
+        16 + cmap_internal::kValueWords<typename TestFixture::Value> * 8;
     EXPECT_GE(counter.bytes_live, m.slot_count() * (slot_bytes + 1));
     EXPECT_LT(counter.bytes_live, m.slot_count() * (slot_bytes + 1) + 4096);
     for (uint64_t i = 0; i < 1000; ++i) m.Set(Key(i, 1, i), this->V(i));
@@ -669,6 +690,33 @@ TYPED_TEST(CMapTest, CapacityBeyondTheMaximumIsRejectedWithoutAllocating) {
   EXPECT_EQ(m.status(), Error::kInvalidArgument);
   EXPECT_EQ(counter.allocations, 0);
   EXPECT_FALSE(m.Find(Key(0, 0, 0)).has_value());
+}
+
+// The sequence is the seq word's low half: its wrap from 2^32 - 2 to 0 must
+// neither carry into the value's tail in the high half nor lose it, and a
+// Find across the wrap reads the value whole.
+TEST(CMapValueTest, SequenceWrapKeepsTheTail) {
+  CMap<TailValue> m(10);
+  const HashPair h = Key(0, 9, 1);
+  ASSERT_TRUE(m.Set(h, MakeValue<TailValue>(1)).inserted);
+  const size_t slot = CMapTestPeer::SlotOf(m, h);
+  const uint64_t tail = CMapTestPeer::Seq(m, slot) >> 32;
+  EXPECT_EQ(tail, ~uint32_t{1}) << "TailValue::check is the tail";
+  CMapTestPeer::SetSequence(m, slot, 0xfffffffe);
+  EXPECT_EQ(m.UpdateInPlace(h, [](TailValue& v) { v = MakeValue<TailValue>(2); }),
+            Error::kOk);
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot), uint64_t{~uint32_t{2}} << 32)
+      << "sequence wrapped to 0, the new tail above it";
+  const std::optional<TailValue> got = m.Find(h);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(IsValueFor(*got, 2));
+  // And once more, a plain overwrite and an erase from the wrapped sequence.
+  EXPECT_EQ(m.Set(h, MakeValue<TailValue>(3)).err, Error::kOk);
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot) & 0xffffffff, 2u);
+  const FindAndEraseResult<TailValue> erased = m.FindAndEraseByHash(h);
+  ASSERT_EQ(erased.err, Error::kOk);
+  EXPECT_TRUE(IsValueFor(*erased.value, 3));
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot), 4u) << "an erased slot has no tail";
 }
 
 // Values whose size is not a multiple of 8 round-trip exactly.

@@ -29,7 +29,7 @@
 // was asked for and a hash collision (found by chance or by someone who
 // knows the secret) is a miss, never another key's value. Everything that
 // moves entries (relocation, drain, spill, reload, warm restart) treats the
-// payload as opaque bytes; KeyMeta::size is the payload's size.
+// payload as opaque bytes; the header's size is the payload's size.
 //
 // capacity is the entry's footprint in bytes (header + value + padding), a
 // multiple of 8, so an entry at offset o is followed by one at o + capacity.
@@ -132,6 +132,20 @@ inline EntryHeader ReadEntryHeader(const uint8_t* entry) {
   h.size = static_cast<uint32_t>(w);
   h.capacity = static_cast<uint32_t>(w >> 32);
   return h;
+}
+
+// Reads the header of the entry at `offset` of a page of `page_size` bytes
+// for a reader whose KeyMeta may already be stale, so that the bytes may be
+// a recycled page's: false if they cannot be the header of an entry there
+// (footprint below the header or past the page's end, size past the
+// footprint). A true answer keeps the reader's copy inside the page; that
+// the bytes are the entry's is the caller's protocol (node_shard.h).
+inline bool ReadEntryHeaderWithin(const uint8_t* entry, uint32_t offset,
+                                  uint32_t page_size, EntryHeader* out) {
+  *out = ReadEntryHeader(entry);
+  return out->capacity >= kEntryHeaderBytes &&
+         uint64_t{offset} + out->capacity <= page_size &&
+         out->size <= out->capacity - kEntryHeaderBytes;
 }
 
 inline void WriteSizeWord(uint8_t* entry, uint32_t size, uint32_t capacity) {

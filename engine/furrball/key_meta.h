@@ -12,18 +12,57 @@
 
 namespace furrballs {
 
-// Widths of the packed fields. The deadline is a Clock::NowMs value, which
-// for the default steady clock counts from boot: 40 bits last 34 years
-// (FurrBall::Open refuses a clock already past half of that). The
-// generation is the page's recycle count modulo 2^24: a reader that keeps a
-// KeyMeta while its page is recycled 16.7 million times could mistake the
-// new entry for the old one, which would take hours of recycling one page
-// inside one read.
+// Widths of the packed fields.
+//
+// The deadline is a Clock::NowMs value, which for the default steady clock
+// counts from boot: 40 bits last 34 years (FurrBall::Open refuses a clock
+// already past half of that).
+//
+// The location is a page index and an offset in 8-byte words (entries are
+// 8-aligned, entry.h): 2^16 pages per node and 2^24 words, i.e. pages up to
+// 128 MiB (kMaxPageSize is 64 MiB). At the default 2 MiB pages that is 128
+// GiB per node; the memory plan picks larger pages for larger shares and
+// refuses an explicit page size that would need more pages
+// (memory_plan.cc), so the limit is a clear error at Open, never a
+// truncated index.
+//
+// The generation is the page's recycle count modulo 2^16. It was 24 bits
+// while KeyMeta had room; what it protects today is narrow. A Get validates
+// its copy with the slot's sequence (node_shard.h, the Get protocol), not
+// with KeyMeta equality, and movers, walkers and spills act on frozen pages,
+// which cannot be recycled under them. Where a KeyMeta is compared across
+// time outside a slot's lock (a writer's Peek, then its UpdateInPlace or
+// second Peek), a stale one could match again only if the key left its
+// entry, the page was recycled a multiple of 65,536 times, and the key came
+// back to the same page and offset, all inside one operation under the
+// key's lock; and the in-place overwrite, the one place where matching a
+// stale KeyMeta could write out of bounds, re-reads the footprint under the
+// slot's lock instead of trusting it.
 inline constexpr int kExpiryBits = 40;
-inline constexpr int kGenerationBits = 24;
+inline constexpr int kOffsetWordBits = 24;
+inline constexpr int kPageBits = 16;
+inline constexpr int kGenerationBits = 16;
 inline constexpr uint64_t kMaxExpiryMs = (uint64_t{1} << kExpiryBits) - 1;
 inline constexpr uint32_t kGenerationMask = (uint32_t{1} << kGenerationBits) - 1;
+// The most pages a node may have: KeyMeta::page is their index.
+inline constexpr uint32_t kMaxPagesPerNode = uint32_t{1} << kPageBits;
+// The offsets KeyMeta can hold are below this (bytes).
+inline constexpr uint64_t kMaxKeyMetaOffset = uint64_t{8} << kOffsetWordBits;
 
+// Where the entry's size and footprint live. They are in the entry header
+// (entry.h) and nowhere else: a KeyMeta names one immutable byte image, so
+// the header it points at holds the size and capacity of exactly the bytes
+// the KeyMeta describes (a copy here cost 8 bytes per key slot until
+// 2026-11-24). Readers take them from the header inside the same seqlock
+// window as the bytes (the Get protocol in node_shard.h); a reader on a
+// stale KeyMeta may see a header of a recycled page, so it checks them
+// against the page (ReadEntryHeaderWithin) before it copies.
+//
+// Layout: 20 bytes, 4-aligned, so that CMap keeps the last 4 (page and
+// generation) in its slot's seq word and a slot is 32 bytes
+// (engine/cmap/internal/slot.h, "The tail"); at 8-byte alignment it would be
+// 24 bytes and a 40-byte slot.
+#pragma pack(push, 4)
 struct KeyMeta {
   // Every write of a key takes a version above the key's last one (see
   // "Versions" in node_shard.h), so a key's (version, page, generation,
@@ -34,12 +73,17 @@ struct KeyMeta {
   uint64_t version = 0;
   // Monotonic deadline (Clock::NowMs), 0 = never; at most kMaxExpiryMs.
   uint64_t expiry_ms : kExpiryBits = 0;
+  // The entry header's offset within the page, in 8-byte words (offset()).
+  uint64_t offset_words : kOffsetWordBits = 0;
+  // The page's index within the node's pool, < kMaxPagesPerNode.
+  uint32_t page : kPageBits = 0;
   // The page's recycle count when written, masked by kGenerationMask.
-  uint64_t generation : kGenerationBits = 0;
-  uint32_t page = 0;        // page index within the node's pool
-  uint32_t offset = 0;      // of the entry header within the page
-  uint32_t size = 0;        // value bytes
-  uint32_t capacity = 0;    // the entry's footprint: header + value + padding
+  uint32_t generation : kGenerationBits = 0;
+
+  // The entry header's offset within the page, in bytes.
+  uint32_t offset() const { return static_cast<uint32_t>(offset_words) * 8; }
+  // REQUIRES: `offset` is 8-aligned and below kMaxKeyMetaOffset.
+  static uint64_t OffsetWords(uint32_t offset) { return offset / 8; }
 
   bool Expired(uint64_t now_ms) const {
     return expiry_ms != 0 && now_ms >= expiry_ms;
@@ -47,18 +91,24 @@ struct KeyMeta {
 
   friend bool operator==(const KeyMeta&, const KeyMeta&) = default;
 };
+#pragma pack(pop)
 
 static_assert(std::is_trivially_copyable_v<KeyMeta>,
               "CMap stores values by word copies inside its seqlock");
-static_assert(sizeof(KeyMeta) == 32 && alignof(KeyMeta) == 8,
-              "no implicit padding, so a slot copy is fully defined; with "
-              "CMap's seq and fingerprint a slot is 48 bytes");
+static_assert(sizeof(KeyMeta) == 20 && alignof(KeyMeta) == 4,
+              "no implicit padding, so a slot copy is fully defined; 20 bytes "
+              "leave a 4-byte tail, which CMap keeps in its seq word: with "
+              "seq and fingerprint a slot is 32 bytes");
+static_assert(kExpiryBits + kOffsetWordBits == 64 &&
+                  kPageBits + kGenerationBits == 32,
+              "each bit-field unit is full: (deadline, offset) and (page, "
+              "generation)");
 
 // Whether `m` names the entry at (page, offset) of that page generation
 // (the page's full counter; KeyMeta keeps its low kGenerationBits).
 inline bool PointsAt(const KeyMeta& m, uint32_t page, uint32_t offset,
                      uint32_t generation) {
-  return m.page == page && m.offset == offset &&
+  return m.page == page && m.offset() == offset &&
          m.generation == (generation & kGenerationMask);
 }
 

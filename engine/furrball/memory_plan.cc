@@ -20,6 +20,7 @@ namespace {
 
 using furrball_internal::EntryFootprint;
 using furrball_internal::PayloadSize;
+using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
 using furrball_internal::PagePool;
 
@@ -67,11 +68,17 @@ uint64_t SpillBufferBytes(const FurrBallOptions& o, uint64_t share) {
                                   uint64_t{64} << 20);
 }
 
+static_assert(kMaxPageSize <= kMaxKeyMetaOffset,
+              "every offset of the largest page fits KeyMeta (key_meta.h)");
+
 // Values too large for a page's share are chunked (chunked_value.h), so
-// only the budget decides.
+// only the budget decides. A share too large for kMaxPagesPerNode default
+// pages (128 GiB) gets the smallest larger pages that keep within it.
 uint32_t AutoPageSize(uint64_t share) {
   if (share / kDefaultPageSize >= kPagesAtDefaultSize) {
-    return static_cast<uint32_t>(kDefaultPageSize);
+    uint64_t page = kDefaultPageSize;
+    while (page < kMaxPageSize && share / page > kMaxPagesPerNode) page *= 2;
+    return static_cast<uint32_t>(page);
   }
   uint64_t page = kDefaultPageSize / 2;
   while (page > kMinPageSize && share / page < kPagesWanted) page /= 2;
@@ -187,9 +194,19 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   plan.key_table_bytes = TableBytes(keys);
   plan.arc_bytes = ArcBytes(keys);
   const uint64_t pages = (room - KeyBytes(keys)) / page_cost;
-  if (pages > UINT32_MAX / 2) {
-    return bad("too many pages per node (", pages,
-               "); raise page_size_bytes");
+  if (pages > kMaxPagesPerNode) {
+    // A KeyMeta names its page in kPageBits bits (key_meta.h).
+    const uint64_t at_least =
+        std::bit_ceil((pages * plan.page_size + kMaxPagesPerNode - 1) /
+                      kMaxPagesPerNode);
+    return bad("a node's share of ", share, " bytes makes ", pages,
+               " pages of ", plan.page_size, " bytes, more than the ",
+               kMaxPagesPerNode, " a node can address: ",
+               at_least <= kMaxPageSize
+                   ? absl::StrCat("raise page_size_bytes (to ",
+                                  at_least >> 10,
+                                  " KiB or more), or leave it automatic")
+                   : "use more nodes or a smaller budget");
   }
   plan.page_count = static_cast<uint32_t>(pages);
   plan.fixed_bytes = fixed + pages * kPerPageBytes;

@@ -8,6 +8,7 @@
 
 #include "engine/arc/arc_flat_list.h"
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/key_meta.h"
 #include "engine/numatic/error_status.h"
 #include "engine/numatic/numatic.h"
 
@@ -73,8 +74,10 @@ TEST(MemoryPlanTest, KeySlotsFollowTheExpectedEntrySize) {
 // can index gets the largest table there is, never a count cast down to a
 // small one (issue 15: the derived capacity was cast to 32 bits unchecked;
 // 2^32 + 2^20 slots became 2^20). A pure planning check: nothing is mapped.
+// 4 TiB, the most a node can have (2^16 pages of 64 MiB, key_meta.h), still
+// derives tens of billions of slots.
 TEST(MemoryPlanTest, ADerivedKeyTableIsCappedNotTruncated) {
-  FurrBallOptions o = Options(uint64_t{1} << 26, 1);  // 64 TiB on one node
+  FurrBallOptions o = Options(uint64_t{1} << 22, 1);  // 4 TiB on one node
   o.expected_entry_bytes = 16;
   absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -143,6 +146,56 @@ TEST(MemoryPlanTest, ATinyBudgetStartsOrNamesWhatDoesNotFit) {
   absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
   ASSERT_FALSE(ball.ok());
   EXPECT_EQ(ball.status().message(), plan.status().message());
+}
+
+// A KeyMeta names its page in 16 bits (key_meta.h). An explicit page size
+// that would need more pages than that is refused with the page size that
+// would do; an automatic one grows instead. PlanMemory maps nothing, so the
+// budgets can be large.
+TEST(MemoryPlanTest, PagesPastWhatAKeyMetaNamesAreRefusedOrLarger) {
+  const uint64_t limit_bytes = uint64_t{kMaxPagesPerNode} * (64 << 10);
+  FurrBallOptions o = Options(limit_bytes / kMiB, 1);
+  o.page_size_bytes = 64 << 10;
+  // 4 GiB of 64 KiB pages: the key table takes its share, so the pages
+  // stay below the limit.
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_LE(plan->page_count, kMaxPagesPerNode);
+  o.memory_budget_bytes = 2 * limit_bytes;
+  plan = PlanMemory(o, 1);
+  ASSERT_FALSE(plan.ok()) << plan->Summary();
+  EXPECT_EQ(ErrorOf(plan.status()), Error::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find(
+                "more than the 65536 a node can address: raise "
+                "page_size_bytes (to 128 KiB or more), or leave it automatic"),
+            std::string::npos)
+      << plan.status();
+  // Open says the same before it maps anything.
+  absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
+  ASSERT_FALSE(ball.ok());
+  EXPECT_EQ(ball.status().message(), plan.status().message());
+  // The suggested page size plans, and so does the automatic one, which
+  // keeps 2 MiB up to kMaxPagesPerNode of them and then doubles.
+  o.page_size_bytes = 128 << 10;
+  EXPECT_TRUE(PlanMemory(o, 1).ok());
+  struct Case {
+    uint64_t gib;
+    uint32_t page_mib;
+  };
+  for (const Case c : {Case{64, 2}, Case{128, 2}, Case{129, 4}, Case{256, 4},
+                       Case{1024, 16}, Case{4096, 64}}) {
+    o = Options(c.gib << 10, 1);
+    plan = PlanMemory(o, 1);
+    ASSERT_TRUE(plan.ok()) << c.gib << " GiB: " << plan.status();
+    EXPECT_LE(plan->page_count, kMaxPagesPerNode) << plan->Summary();
+    EXPECT_EQ(plan->page_size, c.page_mib << 20) << plan->Summary();
+  }
+  o = Options(uint64_t{8192} << 10, 1);  // 8 TiB: no page size is enough
+  plan = PlanMemory(o, 1);
+  ASSERT_FALSE(plan.ok()) << plan->Summary();
+  EXPECT_NE(plan.status().message().find("use more nodes or a smaller budget"),
+            std::string::npos)
+      << plan.status();
 }
 
 TEST(MemoryPlanTest, ExplicitKeySlotsThatDoNotFitAreRefused) {

@@ -115,7 +115,7 @@
 //   1. m1 = the KeyMeta, read by ConcurrentARC::TryVisit (CMap's seqlock
 //      read of the slot, and a PromoteBuf promotion)
 //   2. inside the visit: compare the stored key with the key asked for and
-//      copy the value from page m1.page at m1.offset (acquire loads)
+//      copy the value from page m1.page at m1.offset() (acquire loads)
 //   3. the slot's seq again (TryVisit's second check): unchanged means the
 //      slot still holds m1, i.e. m2 == m1 for the m2 a fresh probe would
 //      read (any change to a slot's KeyMeta, or its erase, passes through
@@ -431,6 +431,19 @@ class NodeShard {
   SetResult SetValue(const HashPair& h, std::string_view key,
                      std::string_view value, const WriteOptions& options,
                      EntryKind kind, std::string* replaced_head);
+  // The header (size, capacity) of the entry `m` names. REQUIRES: `m`
+  // still names it (the caller is inside the slot's seqlock write, or
+  // removed `m` and has not unpublished it yet), so it cannot change.
+  EntryHeader HeaderOf(const KeyMeta& m) const {
+    return ReadEntryHeader(pool_.EntryAt(m.page, m.offset()));
+  }
+  // The same for a KeyMeta that may be stale (a reader's): false if the
+  // bytes there cannot be an entry's header (entry.h,
+  // ReadEntryHeaderWithin); the caller then re-validates `m` and retries.
+  bool HeaderWithin(const KeyMeta& m, EntryHeader* out) const {
+    return ReadEntryHeaderWithin(pool_.EntryAt(m.page, m.offset()), m.offset(),
+                                 pool_.page_size(), out);
+  }
   // If the entry `m` names is a chunked head, copies its value into *out
   // (when out is given). REQUIRES: `m` still names the entry (the caller is
   // inside the slot's seqlock write, or erased `m` and has not unpublished

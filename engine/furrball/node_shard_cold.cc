@@ -44,13 +44,18 @@ NodeShard::Migration NodeShard::MigrateNextColdKey(bool cooperative) {
   Migration result = Migration::kSkipped;
   const std::optional<KeyMeta> m = arc_->Peek(k.hash);
   // Changed since marking (written, deleted, moved) or already cold.
-  if (m.has_value() && *m == k.meta && !OnColdPage(*m)) {
-    const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(m->size));
+  // The header read is a hint for the reservation (m may be stale by now;
+  // MoveEntry checks again inside the slot's lock).
+  EntryHeader header;
+  if (m.has_value() && *m == k.meta && !OnColdPage(*m) &&
+      HeaderWithin(*m, &header)) {
+    const uint32_t capacity =
+        static_cast<uint32_t>(EntryFootprint(header.size));
     Reservation r;
     if (!pool_.ReserveForColdMigration(capacity, /*for_drain=*/false, &r)) {
       return Migration::kNoRoom;
     }
-    if (MoveEntry(k.hash, m->page, m->offset, m->generation, r,
+    if (MoveEntry(k.hash, m->page, m->offset(), m->generation, r,
                   Counter::kColdMigrations)) {
       result = Migration::kMoved;
       if (cooperative) stats_.Add(Counter::kColdMigrationsCooperative);

@@ -185,7 +185,11 @@ bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
                                             generation, now)) {
       return true;
     }
-    const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(m->size));
+    // The walk's size is a hint (an in-place write may change it; MoveEntry
+    // checks again inside the slot's lock). The page is frozen, so the
+    // header is an entry's.
+    const uint32_t capacity =
+        static_cast<uint32_t>(EntryFootprint(header.size));
     Reservation r;
     const bool reserved =
         to_cold ? pool_.ReserveForColdMigration(capacity, /*for_drain=*/true,
@@ -208,23 +212,20 @@ bool NodeShard::MoveEntry(const HashPair& h, uint32_t page, uint32_t offset,
                           uint32_t generation, const Reservation& r,
                           Counter counter) {
   bool moved = false;
-  KeyMeta before;
+  EntryHeader before;  // the moved entry's, read inside the slot's lock
   for (int i = 0; i < kBusyRetries && !moved; ++i) {
     const Error err = arc_->UpdateInPlaceWithoutHit(h, [&](KeyMeta& cur) {
-      if (!PointsAt(cur, page, offset, generation) ||
-          EntryFootprint(cur.size) > r.capacity) {
-        return;
-      }
+      if (!PointsAt(cur, page, offset, generation)) return;
+      before = HeaderOf(cur);
+      if (EntryFootprint(before.size) > r.capacity) return;
       // Inside the slot's seqlock: an in-place writer of this key has
       // either finished (we copy its bytes) or is refused the slot and
       // looks again (it then finds the moved entry, see Set).
       CopyEntry(pool_.EntryAt(page, offset), pool_.EntryAt(r.page, r.offset),
-                h, cur.size, r.capacity);
-      before = cur;
+                h, before.size, r.capacity);
       cur.page = r.page;
-      cur.offset = r.offset;
+      cur.offset_words = KeyMeta::OffsetWords(r.offset);
       cur.generation = r.generation & kGenerationMask;
-      cur.capacity = r.capacity;
       moved = true;
     });
     if (err != Error::kAbandonedSet) break;

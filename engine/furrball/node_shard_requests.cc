@@ -32,7 +32,7 @@ uint64_t Deadline(OperationClock& clock, uint64_t ttl_ms) {
 }
 
 bool SameEntry(const KeyMeta& a, const KeyMeta& b) {
-  return a.page == b.page && a.offset == b.offset &&
+  return a.page == b.page && a.offset() == b.offset() &&
          a.generation == b.generation;
 }
 
@@ -134,10 +134,15 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
           seen = m;
           is_key = false;
           if (clock.Passed(m.expiry_ms)) return;
-          const uint8_t* entry = pool_.EntryAt(m.page, m.offset);
-          is_key = PayloadKeyEquals(entry, m.size, key, wanted, &seen_kind);
+          // Bytes that cannot be a header mean m is stale (its page was
+          // recycled): the sequence check below then fails.
+          EntryHeader header;
+          if (!HeaderWithin(m, &header)) return;
+          const uint8_t* entry = pool_.EntryAt(m.page, m.offset());
+          is_key =
+              PayloadKeyEquals(entry, header.size, key, wanted, &seen_kind);
           if (is_key) {
-            value->resize(m.size - key_part);
+            value->resize(header.size - key_part);
             CopyPayloadRange(entry, key_part, value->size(), value->data());
           }
         });
@@ -174,7 +179,7 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
   // count as live forever. Try-lock: a Get never waits for a writer, and a
   // writer holding the lock deals with the entry itself.
   if (expired.has_value()) {
-    ReclaimIfExpired(h, expired->page, expired->offset, expired->generation,
+    ReclaimIfExpired(h, expired->page, expired->offset(), expired->generation,
                      clock.NowMs());
   }
   return result;
@@ -183,8 +188,10 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
 std::optional<bool> NodeShard::ResidentKeyIs(const HashPair& h,
                                              const KeyMeta& m,
                                              std::string_view key) const {
+  EntryHeader header;
   const bool is_key =
-      PayloadKeyEquals(pool_.EntryAt(m.page, m.offset), m.size, key);
+      HeaderWithin(m, &header) &&
+      PayloadKeyEquals(pool_.EntryAt(m.page, m.offset()), header.size, key);
   const std::optional<KeyMeta> again = arc_->Peek(h);
   if (!again.has_value() || !(*again == m)) return std::nullopt;
   return is_key;
@@ -286,18 +293,27 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
 
     // Fast path (§2.8.5): overwrite in place when the new value fits the
     // entry. The bytes are written inside the slot's seqlock.
-    if (cur.has_value() && capacity <= cur->capacity) {
+    // The capacity read here is the entry's unless cur is already stale;
+    // the slot's lock below checks it again.
+    EntryHeader cur_header;
+    if (cur.has_value() && HeaderWithin(*cur, &cur_header) &&
+        capacity <= cur_header.capacity) {
       bool same = false;
       uint32_t old_size = 0;
       const Error err = arc_->UpdateInPlace(h, [&](KeyMeta& m) {
         if (!SameEntry(m, *cur)) return;  // relocated since we looked
+        // The footprint read above is a hint: m is the key's entry now, so
+        // its header is read again here, where it cannot change. That keeps
+        // the write inside the entry even if a stale cur matched (KeyMeta's
+        // generation is only 16 bits, key_meta.h).
+        const EntryHeader old = HeaderOf(m);
+        if (capacity > old.capacity) return;
         same = true;
-        old_size = m.size;
+        old_size = old.size;
         CopyIfChunkedHead(m, replaced_head);
-        uint8_t* entry = pool_.EntryAt(m.page, m.offset);
+        uint8_t* entry = pool_.EntryAt(m.page, m.offset());
         WritePayloadWords(entry, key, value, kind);
-        WriteSizeWord(entry, size, m.capacity);
-        m.size = size;
+        WriteSizeWord(entry, size, old.capacity);
         m.version = version;
         m.expiry_ms = expiry;
       });
@@ -328,32 +344,32 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
                     kind);
     const KeyMeta fresh{.version = version,
                         .expiry_ms = expiry,
-                        .generation = r.generation & kGenerationMask,
+                        .offset_words = KeyMeta::OffsetWords(r.offset),
                         .page = r.page,
-                        .offset = r.offset,
-                        .size = size,
-                        .capacity = capacity};
+                        .generation = r.generation & kGenerationMask};
 
     if (cur.has_value()) {
       bool same = false;
       KeyMeta before;
+      EntryHeader replaced;
       const Error err = arc_->UpdateInPlace(h, [&](KeyMeta& m) {
         if (!SameEntry(m, *cur)) return;
         same = true;
         before = m;
+        replaced = HeaderOf(m);
         CopyIfChunkedHead(m, replaced_head);
         m = fresh;
       });
       if (err == Error::kOk && same) {
         pool_.Publish(r.page, capacity);
         pool_.EndWrite(r.page);
-        pool_.Unpublish(before.page, before.capacity);
+        pool_.Unpublish(before.page, replaced.capacity);
         if (clock.Passed(before.expiry_ms)) {
           stats_.Add(Counter::kTtlExpirations);
         }
         stats_.Add(Counter::kSets);
         stats_.AddSigned(Counter::kLiveBytes,
-                         int64_t{size} - int64_t{before.size});
+                         int64_t{size} - int64_t{replaced.size});
         return SetResult{Error::kOk, version};
       }
       pool_.EndWrite(r.page);  // nothing points at the entry: dead bytes
@@ -497,12 +513,13 @@ Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
 
 void NodeShard::CopyIfChunkedHead(const KeyMeta& m, std::string* out) const {
   if (out == nullptr) return;
-  const uint8_t* entry = pool_.EntryAt(m.page, m.offset);
+  const uint8_t* entry = pool_.EntryAt(m.page, m.offset());
   size_t key_size = 0;
   if (PayloadKind(entry, &key_size) != EntryKind::kChunkedHead) return;
   const size_t key_part = PayloadSize(key_size, 0);
-  if (m.size < key_part) return;
-  out->resize(m.size - key_part);
+  const uint32_t size = HeaderOf(m).size;
+  if (size < key_part) return;
+  out->resize(size - key_part);
   CopyPayloadRange(entry, key_part, out->size(), out->data());
 }
 

@@ -52,13 +52,16 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
       return true;
     }
     // Frozen pages still take in-place overwrites; a copy that raced one
-    // is skipped (the key then stays in memory).
-    value.resize(m->size);
-    CopyValueOut(pool_.EntryAt(page, offset), m->size, value.data());
+    // is skipped (the key then stays in memory): the size is read again
+    // with the bytes, and an overwrite that wrote either changed the
+    // version the second Peek compares.
+    const uint32_t size = HeaderOf(*m).size;
+    value.resize(size);
+    CopyValueOut(pool_.EntryAt(page, offset), size, value.data());
     const std::optional<KeyMeta> again = arc_->Peek(header.hash);
     if (!again.has_value() || !(*again == *m)) return true;
-    std::memcpy(blob.Add(header.hash, m->version, m->expiry_ms, m->size),
-                value.data(), m->size);
+    std::memcpy(blob.Add(header.hash, m->version, m->expiry_ms, size),
+                value.data(), size);
     candidates.push_back({header.hash, *m});
     return true;
   });
@@ -192,11 +195,9 @@ Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
     WriteEntry(pool_.EntryAt(r.page, r.offset), h, value, capacity);
     const KeyMeta fresh{.version = version,
                         .expiry_ms = std::min(expiry_ms, kMaxExpiryMs),
-                        .generation = r.generation & kGenerationMask,
+                        .offset_words = KeyMeta::OffsetWords(r.offset),
                         .page = r.page,
-                        .offset = r.offset,
-                        .size = size,
-                        .capacity = capacity};
+                        .generation = r.generation & kGenerationMask};
     if (!config_.eviction_enabled &&
         resident_keys_.fetch_add(1, std::memory_order_relaxed) >=
             int64_t{config_.max_keys}) {

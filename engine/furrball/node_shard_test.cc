@@ -15,9 +15,12 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/cmap/cmap.h"
 #include "engine/furrball/clock.h"
 #include "engine/furrball/entry.h"
 #include "engine/furrball/key_meta.h"
+#include "engine/furrball/page_pool.h"
+#include "engine/numatic/error_status.h"
 #include "engine/numatic/numatic.h"
 
 namespace furrballs {
@@ -30,7 +33,7 @@ TEST(PointsAtTest, ComparesThePagesGenerationModuloTheKeptBits) {
   const uint32_t page_generation = (uint32_t{1} << kGenerationBits) + 5;
   KeyMeta m;
   m.page = 3;
-  m.offset = 64;
+  m.offset_words = KeyMeta::OffsetWords(64);
   m.generation = page_generation & kGenerationMask;
   EXPECT_TRUE(PointsAt(m, 3, 64, page_generation));
   EXPECT_FALSE(PointsAt(m, 3, 64, page_generation + 1));
@@ -38,7 +41,73 @@ TEST(PointsAtTest, ComparesThePagesGenerationModuloTheKeptBits) {
   EXPECT_FALSE(PointsAt(m, 4, 64, page_generation));
 }
 
+// The packed fields hold their largest values without touching their
+// neighbours, also through a CMap slot, which keeps the last 4 bytes (page
+// and generation) in its seq word.
+TEST(KeyMetaTest, LargestFieldsRoundTripThroughACMapSlot) {
+  static_assert(kMaxPageSize - kEntryAlignment < kMaxKeyMetaOffset);
+  const KeyMeta widest{.version = ~uint64_t{0},
+                       .expiry_ms = kMaxExpiryMs,
+                       .offset_words = KeyMeta::OffsetWords(
+                           static_cast<uint32_t>(kMaxPageSize - kEntryAlignment)),
+                       .page = kMaxPagesPerNode - 1,
+                       .generation = kGenerationMask};
+  EXPECT_EQ(widest.offset(), kMaxPageSize - kEntryAlignment);
+  EXPECT_EQ(widest.page, kMaxPagesPerNode - 1);
+  EXPECT_EQ(widest.generation, kGenerationMask);
+  EXPECT_EQ(widest.expiry_ms, kMaxExpiryMs);
+  EXPECT_TRUE(PointsAt(widest, kMaxPagesPerNode - 1,
+                       static_cast<uint32_t>(kMaxPageSize - kEntryAlignment),
+                       kGenerationMask));
+  // Each field alone at its maximum, the others zero: nothing bleeds.
+  KeyMeta lone;
+  lone.page = kMaxPagesPerNode - 1;
+  EXPECT_EQ(lone.generation, 0u);
+  EXPECT_EQ(lone.offset(), 0u);
+  lone = KeyMeta{};
+  lone.generation = kGenerationMask;
+  EXPECT_EQ(lone.page, 0u);
+  lone = KeyMeta{};
+  lone.offset_words = KeyMeta::OffsetWords(
+      static_cast<uint32_t>(kMaxPageSize - kEntryAlignment));
+  EXPECT_EQ(lone.expiry_ms, 0u);
+  EXPECT_EQ(lone.page, 0u);
+
+  CMap<KeyMeta> table(16);
+  const HashPair h{1, 2};
+  ASSERT_TRUE(table.Set(h, widest).inserted);
+  EXPECT_EQ(table.Find(h), std::optional<KeyMeta>(widest));
+  KeyMeta next = widest;
+  next.page = 1;
+  next.generation = 2;
+  ASSERT_EQ(table.UpdateInPlace(h, [&](KeyMeta& m) {
+              EXPECT_EQ(m, widest);
+              m = next;
+            }),
+            Error::kOk);
+  EXPECT_EQ(table.Find(h), std::optional<KeyMeta>(next));
+}
+
 constexpr uint32_t kPageSize = 64 << 10;
+
+// The memory plan never asks for more pages than a KeyMeta can name; a
+// shard built from any other config refuses, before it maps anything,
+// rather than truncate page indexes.
+TEST(NodeShardCreateTest, RefusesMorePagesThanAKeyMetaNames) {
+  NumaticOptions o;
+  o.simulate_nodes = 1;
+  absl::StatusOr<std::unique_ptr<Numatic>> numatic = Numatic::Create(o);
+  ASSERT_TRUE(numatic.ok()) << numatic.status();
+  ShardConfig c;
+  c.page_count = kMaxPagesPerNode + 1;
+  c.page_size = kPageSize;
+  c.max_keys = 64;
+  auto shard = NodeShard::Create(c, numatic->get());
+  ASSERT_FALSE(shard.ok());
+  EXPECT_EQ(ErrorOf(shard.status()), Error::kInvalidArgument);
+  EXPECT_NE(shard.status().message().find("65537 pages"), std::string::npos)
+      << shard.status();
+}
 
 class NodeShardTest : public ::testing::Test {
  protected:
@@ -363,12 +432,18 @@ TEST_F(NodeShardTest, OverwriteThatFitsIsInPlace) {
   NodeStatsSnapshot s = shard_->Snapshot();
   EXPECT_EQ(s.in_place_sets, 1u);
   EXPECT_EQ(s.dead_bytes, dead) << "an in-place overwrite frees nothing";
+  // The shorter size is the entry header's (KeyMeta keeps none): reads and
+  // the live-byte count follow it, the footprint stays.
+  EXPECT_EQ(s.live_bytes, PayloadSize(KeyName(1).size(), 90));
+  std::string v;
+  ASSERT_TRUE(Get(1, &v).found);
+  EXPECT_EQ(v, std::string(90, 'b'));
+  EXPECT_EQ(shard_->CheckPageAccountingForTesting(), "");
   ASSERT_EQ(Set(1, std::string(200, 'c')).error, Error::kOk);
   s = shard_->Snapshot();
   EXPECT_EQ(s.in_place_sets, 1u);
   EXPECT_EQ(s.dead_bytes,
             dead + EntryFootprint(PayloadSize(KeyName(1).size(), 100)));
-  std::string v;
   ASSERT_TRUE(Get(1, &v).found);
   EXPECT_EQ(v, std::string(200, 'c'));
 }

@@ -48,9 +48,12 @@ class EvictionReason {
 }  // namespace
 
 void NodeShard::AccountRemoved(const KeyMeta& m) {
-  pool_.Unpublish(m.page, m.capacity);
+  // Read before the Unpublish: once the page's live word drops, the page
+  // may be recycled and the header overwritten.
+  const EntryHeader header = HeaderOf(m);
+  pool_.Unpublish(m.page, header.capacity);
   stats_.AddSigned(Counter::kLiveKeys, -1);
-  stats_.AddSigned(Counter::kLiveBytes, -int64_t{m.size});
+  stats_.AddSigned(Counter::kLiveBytes, -int64_t{header.size});
   if (!config_.eviction_enabled) {
     resident_keys_.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -170,8 +173,9 @@ void NodeShard::AddVictimLocked(const HashPair& h, const KeyMeta& m) {
     batch_ = std::make_unique<spill::PageBlobBuilder>(
         static_cast<uint32_t>(config_.node_index), batch_page_id_, NowMs());
   }
-  CopyValueOut(pool_.EntryAt(m.page, m.offset), m.size,
-               batch_->Add(h, m.version, m.expiry_ms, m.size));
+  const uint32_t size = HeaderOf(m).size;
+  CopyValueOut(pool_.EntryAt(m.page, m.offset()), size,
+               batch_->Add(h, m.version, m.expiry_ms, size));
   spill_index_->Add(h, SpilledKey{batch_page_id_, m.version, m.expiry_ms});
   if (batch_->data_bytes() >= pool_.page_size()) {
     batch_full_.store(true, std::memory_order_relaxed);

@@ -54,6 +54,36 @@ TEST(EntryTest, WriteThenReadRoundTripsEveryLength) {
   }
 }
 
+// KeyMeta keeps no size or capacity: a reader takes them from the header
+// its (possibly stale) KeyMeta points at, so a header that cannot be an
+// entry's there must be refused before anything is copied.
+TEST(EntryTest, HeaderWithinAcceptsEntriesAndRefusesWhatCannotBeOne) {
+  alignas(8) uint8_t page[256] = {};
+  EntryHeader h;
+  WriteEntry(page + 64, H(1), std::string(40, 'v'), EntryFootprint(40));
+  ASSERT_TRUE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
+  EXPECT_EQ(h.size, 40u);
+  EXPECT_EQ(h.capacity, EntryFootprint(40));
+  // The last entry may end exactly at the page's end...
+  WriteEntry(page + 64, H(1), "", sizeof(page) - 64);
+  EXPECT_TRUE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
+  // ... but not one byte past it.
+  WriteSizeWord(page + 64, 0, sizeof(page) - 64 + 8);
+  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
+  // A footprint smaller than the header (a zeroed, never-written page).
+  WriteSizeWord(page + 64, 0, 0);
+  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
+  WriteSizeWord(page + 64, 0, kEntryHeaderBytes - 8);
+  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
+  // A size past the footprint, also one that would wrap a 32-bit sum.
+  WriteSizeWord(page + 64, 41, EntryFootprint(40));
+  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
+  WriteSizeWord(page + 64, 0xffffffffu, EntryFootprint(40));
+  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
+  WriteSizeWord(page + 64, 0, 0xfffffff8u);
+  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
+}
+
 TEST(EntryTest, CopyEntryMovesValueAndRewritesHeader) {
   alignas(8) uint8_t a[128] = {}, b[128] = {};
   WriteEntry(a, H(7), "hello, relocation", 96);  // capacity with slack

@@ -197,6 +197,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "--max_value_bytes=2000000000: must be at most "},
         FlagCase{"PageNotAPowerOfTwo", {"--page_kb=3"},
                  "page size (--page_kb, in bytes) = 3072"},
+        // A KeyMeta names at most 65536 pages a node (key_meta.h).
+        FlagCase{"MorePagesThanANodeAddresses",
+                 {"--memory_mb=8192", "--page_kb=64"},
+                 "more than the 65536 a node can address: raise --page_kb "
+                 "(to 128 KiB or more), or leave it automatic"},
         FlagCase{"SpillWithoutHashRouting",
                  {"--spill", "--routing=round_robin"},
                  "--spill needs --routing=hash"}),

@@ -70,6 +70,14 @@ class CMapTestPeer {
   static uint64_t Seq(const Map& m, size_t slot) {
     return m.slots_[slot].seq.load(std::memory_order_relaxed);
   }
+  // Sets the sequence half of a slot's seq word (e.g. just below its wrap),
+  // keeping the tail. REQUIRES: nobody else uses the map.
+  template <typename Map>
+  static void SetSequence(Map& m, size_t slot, uint32_t sequence) {
+    Word& seq = m.slots_[slot].seq;
+    seq.store((seq.load(std::memory_order_relaxed) & ~kSeqMask) | sequence,
+              std::memory_order_relaxed);
+  }
   template <typename Map>
   static bool Lock(Map& m, size_t slot, uint64_t* stable) {
     return TryLock(m.slots_[slot].seq, stable);

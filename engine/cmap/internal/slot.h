@@ -8,14 +8,24 @@
 //
 // A slot has three parts, all of them 8-byte atomic words:
 //
-//   seq          even = stable, odd = a writer is inside (uint64_t; cmap.h
-//                explains why wider than the report's uint8_t)
+//   seq          low 32 bits: even = stable, odd = a writer is inside (cmap.h
+//                explains why wider than the report's uint8_t); high 32
+//                bits: the value's tail, if it has one (below), else 0
 //   fingerprint  the key's full 64-bit H2
-//   value        ceil(sizeof(Value) / 8) words holding the Value's bytes
+//   value        kValueWords<Value> words holding the Value's bytes
+//
+// The tail. A Value longer than 8 bytes whose last word would hold only 1 to
+// 4 bytes keeps those bytes in the seq word's high half instead of a word of
+// its own (kTailBytes): the engine's 20-byte KeyMeta then takes a 32-byte
+// slot, not 40, and a 32-bit sequence is still far from wrapping inside a
+// reader's window (cmap.h, "ABA on seq"). The tail changes only while its
+// writer holds the slot (seq odd) and is published by Unlock's release store
+// of the whole word, so a reader that compares the whole word at R1 and R4
+// validates the tail with the sequence.
 //
 // Layout: slots packed back to back, [seq | fingerprint | value] at a stride
-// of 16 + 8 * ceil(sizeof(Value) / 8) bytes (48 for the engine's 32-byte
-// KeyMeta), 8-byte aligned. The report gives every slot its own cache line
+// of 16 + 8 * kValueWords<Value> bytes (32 for the engine's 20-byte KeyMeta),
+// 8-byte aligned. The report gives every slot its own cache line
 // so that writers of neighbouring slots never invalidate each other's seq
 // (§2.7.1, §3.10); that costs 8 to 48 padding bytes per slot, about a
 // seventh of a cache entry's whole metadata, for a conflict that needs two
@@ -56,8 +66,30 @@ static_assert(Word::is_always_lock_free && sizeof(Word) == 8,
 
 inline constexpr size_t kSlotHeaderBytes = 2 * sizeof(Word);  // seq + fingerprint
 
+// The seq word: the sequence in the low half, a value's tail in the high.
+inline constexpr uint64_t kSeqMask = 0xffffffffu;
+inline constexpr int kTailShift = 32;
+
+// Bytes of the Value kept in the seq word's high half: its last 1 to 4 bytes
+// when that is all its last word would hold (and it has at least one whole
+// word, so that a slot always has a value word), else 0.
 template <typename Value>
-inline constexpr size_t kValueWords = (sizeof(Value) + 7) / 8;
+inline constexpr size_t kTailBytes =
+    sizeof(Value) > 8 && sizeof(Value) % 8 != 0 && sizeof(Value) % 8 <= 4
+        ? sizeof(Value) % 8
+        : 0;
+// The Value's bytes as words (the last one zero-padded), tail included.
+template <typename Value>
+inline constexpr size_t kBufferWords = (sizeof(Value) + 7) / 8;
+// The words a slot stores the Value in besides the tail.
+template <typename Value>
+inline constexpr size_t kValueWords =
+    kBufferWords<Value> - (kTailBytes<Value> != 0 ? 1 : 0);
+static_assert(kTailBytes<char[20]> == 4 && kValueWords<char[20]> == 2 &&
+                  kTailBytes<char[16]> == 0 && kValueWords<char[16]> == 2 &&
+                  kTailBytes<char[13]> == 0 && kValueWords<char[13]> == 2 &&
+                  kTailBytes<char[4]> == 0 && kValueWords<char[4]> == 1,
+              "a tail only when it saves a whole word and one word remains");
 
 // One slot's fields.
 struct SlotRef {
@@ -106,7 +138,10 @@ class SlotArray {
 // so that the shared words are only ever touched by atomic loads and stores.
 
 template <typename Value>
-using WordBuffer = std::array<uint64_t, kValueWords<Value>>;
+using WordBuffer = std::array<uint64_t, kBufferWords<Value>>;
+static_assert(std::endian::native == std::endian::little,
+              "a tail is the low bytes of the buffer's last word, shifted into "
+              "the seq word's high half");
 
 template <typename Value>
 WordBuffer<Value> ToWords(const Value& v) {
@@ -123,17 +158,29 @@ Value FromWords(const WordBuffer<Value>& buf) {
   return std::bit_cast<Value>(bytes);
 }
 
+// Loads the value of slot `s` whose seq word the caller read as `seq_word`:
+// a reader's R1 load (which its R4 validates) or a writer's `stable` (its
+// TryLock changed only the sequence), so the tail costs no load of its own.
 template <typename Value>
-void LoadWords(const Word* src, WordBuffer<Value>& dst) {
-  for (size_t i = 0; i < dst.size(); ++i) {
-    dst[i] = src[i].load(std::memory_order_relaxed);
+void LoadWords(const SlotRef& s, uint64_t seq_word, WordBuffer<Value>& dst) {
+  for (size_t i = 0; i < kValueWords<Value>; ++i) {
+    dst[i] = s.value[i].load(std::memory_order_relaxed);
   }
+  if constexpr (kTailBytes<Value> != 0) dst.back() = seq_word >> kTailShift;
 }
 
+// Stores the value of slot `s`. REQUIRES: the caller holds the slot (seq
+// odd), so nobody else writes the seq word until its Unlock, which
+// publishes the tail with the sequence.
 template <typename Value>
-void StoreWords(Word* dst, const WordBuffer<Value>& src) {
-  for (size_t i = 0; i < src.size(); ++i) {
-    dst[i].store(src[i], std::memory_order_relaxed);
+void StoreWords(const SlotRef& s, const WordBuffer<Value>& src) {
+  for (size_t i = 0; i < kValueWords<Value>; ++i) {
+    s.value[i].store(src[i], std::memory_order_relaxed);
+  }
+  if constexpr (kTailBytes<Value> != 0) {
+    s.seq.store((src.back() << kTailShift) |
+                    (s.seq.load(std::memory_order_relaxed) & kSeqMask),
+                std::memory_order_relaxed);
   }
 }
 
@@ -155,7 +202,8 @@ inline void SeqCstFence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 // Writer entry, fail-fast: seq even -> odd, or false if another writer is
 // inside (odd) or got there first (CAS lost). No spinning (report §2.7.8).
-// On success `*stable` is the even value found, to be passed to Unlock.
+// On success `*stable` is the even word found (sequence and tail), to be
+// passed to Unlock. An even sequence plus one never carries into the tail.
 //
 // The CAS is `acquire` so that this writer sees everything the previous
 // writer stored before its release in Unlock. The release fence after it
@@ -175,11 +223,14 @@ inline bool TryLock(Word& seq, uint64_t* stable) {
   return true;
 }
 
-// Writer exit: odd -> the next even value. Release: publishes every store
-// made inside; pairs with readers' acquire loads of seq and with the next
-// writer's acquire CAS.
+// Writer exit: odd -> the next even sequence, modulo 2^32, keeping the tail
+// the writer stored (or found). Release: publishes every store made inside;
+// pairs with readers' acquire loads of seq and with the next writer's
+// acquire CAS.
 inline void Unlock(Word& seq, uint64_t stable) {
-  seq.store(stable + 2, std::memory_order_release);
+  seq.store((seq.load(std::memory_order_relaxed) & ~kSeqMask) |
+                ((stable + 2) & kSeqMask),
+            std::memory_order_release);
 }
 
 // What a reader does while a writer is inside the slot: pause briefly, then
