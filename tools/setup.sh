@@ -13,7 +13,9 @@ log="$root/.setup.log"
 packages=(
   # Build: Bazel from Debian, with the offline rule repositories it needs.
   bazel-bootstrap bazel-bootstrap-source g++ python3
-  # Libraries.
+  # Libraries. Their -dev packages hold the static archives that the
+  # binaries link (third_party/BUILD); those of snappy, lz4, zstd, bzip2,
+  # zlib, re2, c-ares and gRPC's C core come as their dependencies.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libnuma-dev numactl libxxhash-dev librocksdb-dev libabsl-dev
   prometheus-cpp-dev

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The server binary links the system libraries it runs on from their
+# archives (third_party/BUILD) and packs its relative relocations
+# (service/BUILD): it loads only the shared libraries that have no archive
+# in Debian, and the loader finds a DT_RELR table. Either one lost brings
+# back megabytes of idle RSS (docs/build.md, "How the server links").
+#
+# usage: furrballs_server_link_test.sh SERVER_BINARY
+set -u
+server=${1:?usage: furrballs_server_link_test.sh SERVER_BINARY}
+
+# Shared libraries the server may load: glibc and its loader, the C++
+# runtime and prometheus-cpp (no archive in Debian).
+allowed='^(ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libprometheus-cpp-(core|pull)\.so\.[0-9.]+)$'
+
+dynamic=$(readelf --dynamic --wide "$server") || {
+  echo "FAIL: readelf cannot read $server"
+  exit 1
+}
+failed=0
+needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' <<<"$dynamic")
+if [ -z "$needed" ]; then
+  echo "FAIL: no NEEDED entries in $server (is it dynamically linked at all?)"
+  failed=1
+fi
+while read -r lib; do
+  [ -z "$lib" ] && continue
+  if [[ "$lib" =~ $allowed ]]; then
+    echo "ok: loads $lib"
+  else
+    echo "FAIL: loads $lib, which third_party/BUILD should link from its archive"
+    failed=1
+  fi
+done <<<"$needed"
+if grep -q '(RELR)' <<<"$dynamic"; then
+  echo "ok: relative relocations packed (DT_RELR)"
+else
+  echo "FAIL: no DT_RELR: the server is not linked with -z pack-relative-relocs"
+  failed=1
+fi
+if [ "$failed" -ne 0 ]; then
+  echo "FAILED"
+  exit 1
+fi
+echo "PASSED"
