@@ -265,17 +265,15 @@ namespace cmap_internal {
 
 class CMapTestPeer;
 
-// The state of a map whose construction failed: one all-EMPTY group, so every
-// probe ends at once. Never written, because an inert map admits no insert.
+// The state of a map whose construction failed: one all-EMPTY group (zero
+// bytes in stored form, group.h), so every probe ends at once. Never
+// written, because an inert map admits no insert.
 struct InertTable {
   alignas(kCacheLineSize) uint8_t ctrl[kGroupWidth];
   std::atomic<uint32_t> overflow[1];
 };
-inline constinit InertTable inert_table = {
-    {kCtrlEmpty, kCtrlEmpty, kCtrlEmpty, kCtrlEmpty, kCtrlEmpty, kCtrlEmpty,
-     kCtrlEmpty, kCtrlEmpty, kCtrlEmpty, kCtrlEmpty, kCtrlEmpty, kCtrlEmpty,
-     kCtrlEmpty, kCtrlEmpty, kCtrlEmpty, kCtrlEmpty},
-    {0}};
+static_assert(StoredCtrl(kCtrlEmpty) == 0);
+inline constinit InertTable inert_table = {{}, {0}};
 
 }  // namespace cmap_internal
 
@@ -431,22 +429,25 @@ class CMap {
     return RoundToLine((groups + 1) * kGroupWidth);
   }
 
+  // Control bytes are read and written in their stored form (group.h).
   uint8_t LoadCtrl(size_t i) const {
-    return __atomic_load_n(&ctrl_[i], __ATOMIC_RELAXED);
+    return cmap_internal::CtrlFromStored(
+        __atomic_load_n(&ctrl_[i], __ATOMIC_RELAXED));
   }
   // REQUIRES: the slot's lock is held.
   void StoreCtrl(size_t i, uint8_t c) {
-    __atomic_store_n(&ctrl_[i], c, __ATOMIC_RELAXED);
+    __atomic_store_n(&ctrl_[i], cmap_internal::StoredCtrl(c), __ATOMIC_RELAXED);
   }
   // Insert step 4. REQUIRES: the slot's lock is held.
   bool ClaimCtrl(size_t i, uint8_t h2s) {
-    uint8_t expected = cmap_internal::kCtrlDeleted;
-    if (__atomic_compare_exchange_n(&ctrl_[i], &expected, h2s, false,
+    const uint8_t desired = cmap_internal::StoredCtrl(h2s);
+    uint8_t expected = cmap_internal::StoredCtrl(cmap_internal::kCtrlDeleted);
+    if (__atomic_compare_exchange_n(&ctrl_[i], &expected, desired, false,
                                     __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
       return true;
     }
-    expected = cmap_internal::kCtrlEmpty;
-    return __atomic_compare_exchange_n(&ctrl_[i], &expected, h2s, false,
+    expected = cmap_internal::StoredCtrl(cmap_internal::kCtrlEmpty);
+    return __atomic_compare_exchange_n(&ctrl_[i], &expected, desired, false,
                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED);
   }
 
@@ -538,13 +539,18 @@ CMap<Value, GroupImpl>::CMap(size_t capacity, const KeyHasher& hasher,
   }
 
   // Placement-new every atomic (report §3.17): raw memory holds no objects.
-  // From a zeroing allocator the slots and overflow counts already hold
-  // their initial all-zero bytes and are left untouched, so only the ctrl
-  // bytes (one per slot) are written now and a slot's memory page enters the
-  // RSS when a key first lands on it (slot.h, SlotArray::Init).
+  // From a zeroing allocator the control bytes (EMPTY is stored as zero,
+  // group.h), slots and overflow counts already hold their initial all-zero
+  // bytes and are left untouched, so only the SENTINEL group is written now
+  // and a page of the table enters the RSS when a key first lands on it
+  // (slot.h, SlotArray::Init).
   auto* ctrl_bytes_ptr = static_cast<uint8_t*>(ctrl);
-  std::memset(ctrl_bytes_ptr, cmap_internal::kCtrlEmpty, slots);
-  std::memset(ctrl_bytes_ptr + slots, cmap_internal::kCtrlSentinel,
+  if (!alloc_.zeroed) {
+    std::memset(ctrl_bytes_ptr,
+                cmap_internal::StoredCtrl(cmap_internal::kCtrlEmpty), slots);
+  }
+  std::memset(ctrl_bytes_ptr + slots,
+              cmap_internal::StoredCtrl(cmap_internal::kCtrlSentinel),
               kGroupWidth);
   auto* overflow = reinterpret_cast<std::atomic<uint32_t>*>(
       ctrl_bytes_ptr + OverflowOffset(groups));

@@ -13,6 +13,16 @@ namespace {
 
 using Ctrl = std::array<uint8_t, kGroupWidth>;
 
+// A group's bytes as the table stores them (group.h, "Stored form"): what a
+// Group is built from.
+struct alignas(kGroupWidth) StoredGroup {
+  explicit StoredGroup(const Ctrl& ctrl) {
+    for (size_t i = 0; i < kGroupWidth; ++i) bytes[i] = StoredCtrl(ctrl[i]);
+  }
+  const uint8_t* data() const { return bytes.data(); }
+  Ctrl bytes;
+};
+
 // What every Group must compute, one byte at a time.
 template <typename Pred>
 uint32_t Reference(const Ctrl& ctrl, Pred pred) {
@@ -48,7 +58,7 @@ TYPED_TEST(GroupTest, MasksMatchBytewiseReference) {
   for (int iter = 0; iter < 20000; ++iter) {
     alignas(kGroupWidth) Ctrl ctrl;
     for (auto& c : ctrl) c = ReachableCtrl(rng);
-    const TypeParam g(ctrl.data());
+    const TypeParam g(StoredGroup(ctrl).data());
     const uint8_t h2s = static_cast<uint8_t>(rng() % 0x80);
     EXPECT_EQ(g.Match(h2s).mask(),
               Reference(ctrl, [h2s](uint8_t c) { return c == h2s; }));
@@ -67,7 +77,7 @@ TYPED_TEST(GroupTest, ExactMatchesOnArbitraryBytes) {
   for (int iter = 0; iter < 20000; ++iter) {
     alignas(kGroupWidth) Ctrl ctrl;
     for (auto& c : ctrl) c = static_cast<uint8_t>(rng());
-    const TypeParam g(ctrl.data());
+    const TypeParam g(StoredGroup(ctrl).data());
     const uint8_t h2s = static_cast<uint8_t>(rng() % 0x80);
     EXPECT_EQ(g.Match(h2s).mask(),
               Reference(ctrl, [h2s](uint8_t c) { return c == h2s; }));
@@ -84,7 +94,7 @@ TYPED_TEST(GroupTest, EveryPositionAndEveryH2Short) {
       alignas(kGroupWidth) Ctrl ctrl;
       ctrl.fill(kCtrlDeleted);
       ctrl[pos] = static_cast<uint8_t>(h);
-      const TypeParam g(ctrl.data());
+      const TypeParam g(StoredGroup(ctrl).data());
       EXPECT_EQ(g.Match(static_cast<uint8_t>(h)).mask(), 1u << pos);
       EXPECT_EQ(g.MaskFree().mask(), 0xFFFFu & ~(1u << pos));
       EXPECT_FALSE(g.MaskEmpty());
@@ -95,7 +105,7 @@ TYPED_TEST(GroupTest, EveryPositionAndEveryH2Short) {
 TYPED_TEST(GroupTest, SentinelGroupMatchesNothing) {
   alignas(kGroupWidth) Ctrl ctrl;
   ctrl.fill(kCtrlSentinel);
-  const TypeParam g(ctrl.data());
+  const TypeParam g(StoredGroup(ctrl).data());
   for (int h = 0; h < 0x80; ++h) EXPECT_FALSE(g.Match(static_cast<uint8_t>(h)));
   EXPECT_FALSE(g.MaskEmpty());
   EXPECT_FALSE(g.MaskDeleted());
@@ -116,6 +126,16 @@ TEST(LoadCtrlWordsTest, ByteIOfTheGroupIsByteIOfTheWords) {
   const CtrlWords w = LoadCtrlWords(ctrl.data());
   EXPECT_EQ(w.lo, 0x0706050403020100u);
   EXPECT_EQ(w.hi, 0x0F0E0D0C0B0A0908u);
+}
+
+// A zeroed table is all EMPTY without a byte written: the reason for the
+// stored form.
+TYPED_TEST(GroupTest, ZeroBytesAreAnEmptyGroup) {
+  alignas(kGroupWidth) const Ctrl zeros{};
+  const TypeParam g(zeros.data());
+  EXPECT_EQ(g.MaskEmpty().mask(), 0xFFFFu);
+  EXPECT_EQ(g.MaskFree().mask(), 0xFFFFu);
+  for (int h = 0; h < 0x80; ++h) EXPECT_FALSE(g.Match(static_cast<uint8_t>(h)));
 }
 
 TEST(GroupRangeTest, HomeIsTheLow32BitsOfH1ModuloTheGroupCount) {
