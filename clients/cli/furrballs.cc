@@ -48,8 +48,9 @@ ABSL_FLAG(int, batch_streams, 1,
           "messages on this many streams per server, so that load's "
           "concurrent workers share messages (clients/cpp/batcher.h); 0 "
           "sends every call as its own unary RPC. One stream batched best "
-          "here (16 callers: 6 ops per message against 3 with two "
-          "streams; docs/peers_bench.md).");
+          "here (16 callers: 6 ops per message against 3 with two streams "
+          "before the batcher waited for an answer's callbacks, about 15 "
+          "since; docs/peers_bench.md, docs/service_bench.md).");
 ABSL_FLAG(bool, tls, false,
           "Connect with TLS, trusting the system's CAs unless --tls_ca_file "
           "says otherwise. Any --tls_* file implies it.");
