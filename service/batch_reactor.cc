@@ -58,6 +58,19 @@ using grpc::Status;
 using grpc::StatusCode;
 
 constexpr size_t kAnswerOverheadBytes = CacheService::kAnswerOverheadBytes;
+
+// What an op's error message names: the operation, as its unary call's
+// does ("Get: key is empty"), or the Batch when the op names none.
+const char* WhatOf(OpView::Kind kind) {
+  switch (kind) {
+    case OpView::Kind::kGet: return "Get";
+    case OpView::Kind::kSet: return "Set";
+    case OpView::Kind::kDelete: return "Delete";
+    case OpView::Kind::kTouch: return "Touch";
+    case OpView::Kind::kNone: break;
+  }
+  return "Batch";
+}
 // A written Call keeps buffers up to this size for its next message; larger
 // ones (large values) are freed, since they are no longer charged.
 constexpr size_t kKeepBytes = size_t{256} << 10;
@@ -283,7 +296,8 @@ class BatchReactor final
     size_t valid = 0;
     for (size_t i = 0; i < n; ++i) {
       CacheOp& op = call->ops[i];
-      Status s = codec.Decode(call->views[i], "Batch", op, &call->values[i]);
+      Status s = codec.Decode(call->views[i], WhatOf(call->views[i].kind), op,
+                              &call->values[i]);
       if (!s.ok()) {
         call->rejected[i] = std::move(s);
         continue;
@@ -361,7 +375,7 @@ class BatchReactor final
       // one; the only path that allocates, for its message.
       const Status failed = !call->rejected[i].ok()
                                 ? call->rejected[i]
-                                : codec.StatusOf(op, "Batch");
+                                : codec.StatusOf(op, WhatOf(call->views[i].kind));
       const std::string message = failed.error_message();
       AppendOpAnswer(
           RequestCodec::Answer(op, failed.error_code(), message, id, {}),
