@@ -82,7 +82,9 @@ TEST(SpillIndexTest, SweepFindsEveryExpiredEntryAndOnlyThose) {
   EXPECT_TRUE(SweepAll(index, 150, 97, kKeys).empty());
   // Once every expiry is gone the sweep returns at once.
   for (uint64_t i = 0; i < kKeys; ++i) {
-    if (i % 3 == 2) ASSERT_TRUE(index.SetExpiry(H(i), 0));
+    if (i % 3 == 2) {
+      ASSERT_TRUE(index.SetExpiry(H(i), 0));
+    }
   }
   SpillIndex::SweepCursor cursor;
   EXPECT_TRUE(index.FindStale(1'000'000, kKeys, &cursor).empty());

@@ -34,8 +34,8 @@ import (
 const probeMemoryMB = 256
 
 var (
-	servingLine  = regexp.MustCompile(`serving furrballs\.v1\.Cache on 127\.0\.0\.1:(\d+)`)
-	memoryLine   = regexp.MustCompile(`(\d+) MiB per node, mapped (\d+) MiB of (\d+) MiB budget`)
+	servingLine = regexp.MustCompile(`serving furrballs\.v1\.Cache on 127\.0\.0\.1:(\d+)`)
+	memoryLine  = regexp.MustCompile(`(\d+) MiB per node, mapped (\d+) MiB of (\d+) MiB budget`)
 )
 
 func TestFlagFilesStartTheServer(t *testing.T) {
