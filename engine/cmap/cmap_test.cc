@@ -739,9 +739,10 @@ TYPED_TEST(CMapTest, CapacityBeyondTheMaximumIsRejectedWithoutAllocating) {
   EXPECT_FALSE(m.Find(Key(0, 0, 0)).has_value());
 }
 
-// The sequence is the seq word's low half: its wrap from 2^32 - 2 to 0 must
-// neither carry into the value's tail in the high half nor lose it, and a
-// Find across the wrap reads the value whole.
+// The sequence is the seq word's low half: its wrap from 2^32 - 2 (to 2:
+// sequence 0 is kept for slots never written, slot.h) must neither carry
+// into the value's tail in the high half nor lose it, and a Find across the
+// wrap reads the value whole.
 TEST(CMapValueTest, SequenceWrapKeepsTheTail) {
   CMap<TailValue> m(10);
   const HashPair h = Key(0, 9, 1);
@@ -752,18 +753,18 @@ TEST(CMapValueTest, SequenceWrapKeepsTheTail) {
   CMapTestPeer::SetSequence(m, slot, 0xfffffffe);
   EXPECT_EQ(m.UpdateInPlace(h, [](TailValue& v) { v = MakeValue<TailValue>(2); }),
             Error::kOk);
-  EXPECT_EQ(CMapTestPeer::Seq(m, slot), uint64_t{~uint32_t{2}} << 32)
-      << "sequence wrapped to 0, the new tail above it";
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot), uint64_t{~uint32_t{2}} << 32 | 2)
+      << "sequence wrapped past 0 to 2, the new tail above it";
   const std::optional<TailValue> got = m.Find(h);
   ASSERT_TRUE(got.has_value());
   EXPECT_TRUE(IsValueFor(*got, 2));
   // And once more, a plain overwrite and an erase from the wrapped sequence.
   EXPECT_EQ(m.Set(h, MakeValue<TailValue>(3)).err, Error::kOk);
-  EXPECT_EQ(CMapTestPeer::Seq(m, slot) & 0xffffffff, 2u);
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot) & 0xffffffff, 4u);
   const FindAndEraseResult<TailValue> erased = m.FindAndEraseByHash(h);
   ASSERT_EQ(erased.err, Error::kOk);
   EXPECT_TRUE(IsValueFor(*erased.value, 3));
-  EXPECT_EQ(CMapTestPeer::Seq(m, slot), 4u) << "an erased slot has no tail";
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot), 6u) << "an erased slot has no tail";
 }
 
 // Values whose size is not a multiple of 8 round-trip exactly.
