@@ -226,6 +226,7 @@
 #ifndef FURRBALLS_ENGINE_CMAP_CMAP_H_
 #define FURRBALLS_ENGINE_CMAP_CMAP_H_
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -892,7 +893,7 @@ size_t CMap<Value, GroupImpl>::MoveSomeTo(CMap& dest, size_t* cursor,
                                           size_t max_keys) {
   const size_t slots = slot_count();
   size_t moved = 0;
-  for (size_t budget = max_keys * kGroupWidth;
+  for (size_t budget = std::min(max_keys, slots) * kGroupWidth;
        moved < max_keys && budget > 0 &&
        live_.load(std::memory_order_relaxed) > 0;
        --budget) {

@@ -21,6 +21,13 @@
 //                   per-variant times are counters.
 //   ChurnedMiss/... misses on a CMap held at full capacity after 40 *
 //                   capacity erase+insert pairs.
+//   Resizable/...   ResizableCMap against CMap, both holding the same 100k
+//                   keys, one thread, uniform: Find hits, Find misses and
+//                   Set (overwrites), on a CMap, on a ResizableCMap that is
+//                   not growing, and on one halfway through a growth to
+//                   200k keys (half its keys in each table), interleaved in
+//                   one benchmark as GroupLoad's are; per-variant times are
+//                   counters.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,6 +47,7 @@
 #include <oneapi/tbb/concurrent_hash_map.h>
 
 #include "engine/cmap/cmap.h"
+#include "engine/cmap/resizable_cmap.h"
 #include "engine/common/hash_pair.h"
 
 namespace furrballs {
@@ -143,6 +151,33 @@ class CMapAdapter {
 
  private:
   CMap<Value16, GroupImpl> map_;
+};
+
+// ResizableCMap, and optionally stopped halfway through a growth to twice
+// its capacity: half the keys in the old table, half in the new.
+template <bool kGrowing>
+class ResizableAdapter {
+ public:
+  explicit ResizableAdapter(size_t n) : map_(n, RawAllocator::Default()) {}
+  std::optional<Value16> Find(const HashPair& h) const { return map_.Find(h); }
+  bool Set(const HashPair& h, const Value16& v) {
+    const bool ok = map_.Set(h, v).err == Error::kOk;
+    // The map is filled through Set: start growing once it is full.
+    if (kGrowing && !map_.growing() && map_.size() == map_.capacity()) {
+      const size_t n = map_.capacity();
+      if (map_.BeginGrow(Map::AllocateTable(2 * n, RawAllocator::Default())) !=
+          Error::kOk) {
+        std::abort();
+      }
+      while (map_.MigrateSome(64) > n / 2) {
+      }
+    }
+    return ok;
+  }
+
+ private:
+  using Map = ResizableCMap<Value16>;
+  Map map_;
 };
 
 struct PreHashed {
@@ -357,6 +392,56 @@ void BM_ChurnedMiss(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// Find hits, Find misses or Set overwrites through CMap and ResizableCMap
+// (not growing, and halfway through a growth), taking turns on the same
+// chunks of keys as BM_GroupLoad does; one thread, uniform.
+enum class ResizableOp { kFindHit, kFindMiss, kSet };
+void BM_Resizable(benchmark::State& state, size_t n, ResizableOp op) {
+  auto& cmap = GetMap<CMapAdapter<DefaultGroup>>(n);
+  auto& resizable = GetMap<ResizableAdapter<false>>(n);
+  auto& growing = GetMap<ResizableAdapter<true>>(n);
+  const Workload& w = GetWorkload(n);
+  constexpr size_t kChunk = 4096;
+  uint64_t found = 0, lookups = 0, failed = 0;
+  auto timed = [&](auto& map, size_t pos) {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < kChunk; ++i) {
+      HashPair h = w.keys[w.uniform[(pos + i) & (kSequenceLength - 1)]];
+      if (op == ResizableOp::kSet) {
+        failed += !map.Set(h, Value16{i, pos});
+        continue;
+      }
+      if (op == ResizableOp::kFindMiss) h.h2 = ~h.h2;
+      const std::optional<Value16> v = map.Find(h);
+      benchmark::DoNotOptimize(v);
+      found += v.has_value();
+    }
+    lookups += kChunk;
+    return std::chrono::duration<double, std::nano>(
+               std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  double ns[3] = {0, 0, 0};
+  size_t pos = 0, turn = 0;
+  for (auto _ : state) {
+    for (size_t k = 0; k < 3; ++k) {
+      switch ((turn + k) % 3) {
+        case 0: ns[0] += timed(cmap, pos); break;
+        case 1: ns[1] += timed(resizable, pos); break;
+        default: ns[2] += timed(growing, pos);
+      }
+    }
+    ++turn;
+    pos += kChunk;
+  }
+  const uint64_t expected = op == ResizableOp::kFindHit ? lookups : 0;
+  if (found != expected || failed != 0) state.SkipWithError("wrong results");
+  const double per_variant = static_cast<double>(lookups) / 3;
+  state.counters["cmap_ns"] = ns[0] / per_variant;
+  state.counters["resizable_ns"] = ns[1] / per_variant;
+  state.counters["growing_ns"] = ns[2] / per_variant;
+}
+
 std::string SizeName(size_t n) {
   return n >= 1000000 ? std::to_string(n / 1000000) + "M"
                       : std::to_string(n / 1000) + "k";
@@ -393,6 +478,15 @@ void RegisterAll() {
     }
   }
   benchmark::RegisterBenchmark("ChurnedMiss/cmap", BM_ChurnedMiss);
+  const std::pair<ResizableOp, const char*> resizable_ops[] = {
+      {ResizableOp::kFindHit, "find_hit"},
+      {ResizableOp::kFindMiss, "find_miss"},
+      {ResizableOp::kSet, "set"}};
+  for (const auto& [op, op_name] : resizable_ops) {
+    benchmark::RegisterBenchmark(
+        (std::string("Resizable/100k/") + op_name).c_str(), BM_Resizable,
+        size_t{100000}, op);
+  }
 }
 
 }  // namespace

@@ -140,7 +140,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -153,6 +152,7 @@
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
+#include "engine/common/sync.h"
 
 namespace furrballs {
 
@@ -289,7 +289,7 @@ class ResizableCMap {
   // Retired tables: owned until the destructor; `unreleased_` lists those
   // ReleaseRetired has not released yet. Its own mutex, because retirement
   // happens under the external lock and release without it.
-  std::mutex retired_mu_;
+  Mutex retired_mu_;
   std::vector<std::unique_ptr<Table>> retired_ ABSL_GUARDED_BY(retired_mu_);
   std::vector<Table*> unreleased_ ABSL_GUARDED_BY(retired_mu_);
 };
@@ -418,7 +418,7 @@ size_t ResizableCMap<Value>::MigrateSome(size_t max_keys) {
   const size_t left = old_owned_->size();
   if (left > 0) return left;
   Switch(nullptr, current_owned_.get());
-  std::lock_guard<std::mutex> hold(retired_mu_);
+  MutexLock hold(&retired_mu_);
   unreleased_.push_back(old_owned_.get());
   retired_.push_back(std::move(old_owned_));
   return 0;
@@ -428,7 +428,7 @@ template <typename Value>
 size_t ResizableCMap<Value>::ReleaseRetired() {
   std::vector<Table*> tables;
   {
-    std::lock_guard<std::mutex> hold(retired_mu_);
+    MutexLock hold(&retired_mu_);
     tables.swap(unreleased_);
   }
   // Outside the mutex: a retirement under the external lock never waits for
