@@ -11,7 +11,6 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 
 #include "engine/cmap/internal/cmap_test_peer.h"
 #include "engine/common/error.h"
@@ -147,19 +146,6 @@ TYPED_TEST(CMapTest, EmptyMapMissesEverything) {
   EXPECT_EQ(m.capacity(), 100u);
 }
 
-// Fresh anonymous mappings: zero-filled, and untouched pages stay out of
-// the RSS (what Numatic hands the engine).
-RawAllocator ZeroedMmap() {
-  return RawAllocator{
-      [](void*, size_t bytes) -> void* {
-        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return p == MAP_FAILED ? nullptr : p;
-      },
-      [](void*, void* p, size_t bytes) { munmap(p, bytes); }, nullptr,
-      /*zeroed=*/true};
-}
-
 size_t VmRssBytes() {
   FILE* f = std::fopen("/proc/self/status", "r");
   size_t kb = 0;
@@ -180,7 +166,7 @@ TYPED_TEST(CMapTest, AZeroedTableIsEmptyWithoutBeingWritten) {
 #endif
   constexpr size_t kCapacity = size_t{24} << 20;  // 32 MiB of control bytes
   const size_t rss_before = VmRssBytes();
-  typename TestFixture::Map m(kCapacity, KeyHasher(), ZeroedMmap());
+  typename TestFixture::Map m(kCapacity, KeyHasher(), RawAllocator::Mapped());
   ASSERT_EQ(m.status(), Error::kOk);
   EXPECT_LT(VmRssBytes(), rss_before + (size_t{4} << 20))
       << "construction touched the control bytes";

@@ -21,8 +21,6 @@
 // whose keys share home groups through h1, would not collide here: key k has
 // h2 = (k % 3) << 57 | (k + 1) << 32 | k / 32, i.e. 3 control bytes, 8 home
 // groups (the low 32 bits) and a distinct fingerprint.
-#include <sys/mman.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -32,23 +30,14 @@
 #include <vector>
 
 #include "engine/cmap/internal/cmap_test_peer.h"
+#include "engine/cmap/internal/test_meta.h"
 #include "engine/cmap/resizable_cmap.h"
 
 namespace furrballs {
 namespace {
 
 using cmap_internal::CMapTestPeer;
-
-struct Value {  // 20 bytes, as KeyMeta: the tail rides in the seq word
-  uint32_t n;
-  uint32_t words[3];
-  uint32_t check;
-};
-Value MakeValue(uint32_t n) { return Value{n, {n * 3, n * 5, n * 7}, ~n}; }
-bool Whole(const Value& v) {
-  return v.words[0] == v.n * 3 && v.words[1] == v.n * 5 &&
-         v.words[2] == v.n * 7 && v.check == ~v.n;
-}
+using cmap_internal::TestMeta;
 
 HashPair FuzzKey(uint8_t k) {
   const uint64_t h2 = (uint64_t{k} % 3) << 57 | (uint64_t{k} + 1) << 32 |
@@ -57,17 +46,6 @@ HashPair FuzzKey(uint8_t k) {
 }
 
 constexpr size_t kMaxCapacity = 4096;
-
-RawAllocator MappedAllocator() {
-  return RawAllocator{
-      [](void*, size_t bytes) -> void* {
-        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return p == MAP_FAILED ? nullptr : p;
-      },
-      [](void*, void* p, size_t bytes) { munmap(p, bytes); }, nullptr,
-      /*zeroed=*/true, RawAllocator::ReleaseMappedPages};
-}
 
 void Check(bool ok, const char* what, int op) {
   if (!ok) {
@@ -102,24 +80,24 @@ class Runner {
   }
 
  private:
-  using Map = ResizableCMap<Value>;
+  using Map = ResizableCMap<TestMeta>;
 
   bool Present(uint8_t k) const { return model_.count(k) != 0; }
 
   void Expect(uint8_t k) {
-    const std::optional<Value> got = map_.Find(FuzzKey(k));
+    const std::optional<TestMeta> got = map_.Find(FuzzKey(k));
     const auto it = model_.find(k);
     if (it == model_.end()) {
       Check(!got.has_value(), "Find hit a key the model does not hold", op_);
       return;
     }
     Check(got.has_value(), "Find missed a key the model holds", op_);
-    Check(Whole(*got) && got->n == it->second, "Find returned another value",
+    Check(cmap_internal::IsWholeFor(*got, k) && got->version == it->second, "Find returned another value",
           op_);
     int calls = 0;
-    const Map::VisitOutcome o = map_.TryVisit(FuzzKey(k), [&](const Value& v) {
+    const Map::VisitOutcome o = map_.TryVisit(FuzzKey(k), [&](const TestMeta& v) {
       ++calls;
-      Check(v.n == it->second, "TryVisit saw another value", op_);
+      Check(v.version == it->second, "TryVisit saw another value", op_);
     });
     Check(o == Map::VisitOutcome::kVisited && calls == 1,
           "TryVisit did not visit a held key once", op_);
@@ -128,7 +106,7 @@ class Runner {
   void Set(uint8_t k) {
     const uint32_t n = ++next_value_;
     const bool present = Present(k);
-    const CMapSetResult r = map_.Set(FuzzKey(k), MakeValue(n));
+    const CMapSetResult r = map_.Set(FuzzKey(k), cmap_internal::MakeTestMeta(k, n));
     if (!present && model_.size() == map_.capacity()) {
       Check(r.err == Error::kCacheFull, "a full map admitted a new key", op_);
       return;
@@ -140,13 +118,13 @@ class Runner {
   }
 
   void Erase(uint8_t k) {
-    const FindAndEraseResult<Value> r = map_.FindAndEraseByHash(FuzzKey(k));
+    const FindAndEraseResult<TestMeta> r = map_.FindAndEraseByHash(FuzzKey(k));
     const auto it = model_.find(k);
     if (it == model_.end()) {
       Check(r.err == Error::kKeyNotFound, "erased a key the model lacks", op_);
       return;
     }
-    Check(r.err == Error::kOk && r.value->n == it->second,
+    Check(r.err == Error::kOk && r.value->version == it->second,
           "erase did not return the key's value", op_);
     model_.erase(it);
   }
@@ -155,11 +133,11 @@ class Runner {
     const uint32_t n = ++next_value_;
     const auto it = model_.find(k);
     int calls = 0;
-    const Error err = map_.UpdateInPlace(FuzzKey(k), [&](Value& v) {
+    const Error err = map_.UpdateInPlace(FuzzKey(k), [&](TestMeta& v) {
       ++calls;
-      Check(it != model_.end() && v.n == it->second,
+      Check(it != model_.end() && v.version == it->second,
             "UpdateInPlace saw another value", op_);
-      v = MakeValue(n);
+      v = cmap_internal::MakeTestMeta(k, n);
     });
     if (it == model_.end()) {
       Check(err == Error::kKeyNotFound && calls == 0,
@@ -194,9 +172,9 @@ class Runner {
   // (and everything else intact), and writers of k must back off.
   void MigrateInsideUpdate(uint8_t k) {
     if (!Present(k)) return;
-    const Error err = map_.UpdateInPlace(FuzzKey(k), [&](Value&) {
+    const Error err = map_.UpdateInPlace(FuzzKey(k), [&](TestMeta&) {
       map_.MigrateSome(8);
-      Check(map_.Set(FuzzKey(k), MakeValue(0)).err == Error::kAbandonedSet,
+      Check(map_.Set(FuzzKey(k), cmap_internal::MakeTestMeta(k, 0)).err == Error::kAbandonedSet,
             "a Set got into a slot an update holds", op_);
       Check(map_.FindAndEraseByHash(FuzzKey(k)).err == Error::kAbandonedSet,
             "an erase got into a slot an update holds", op_);
@@ -240,7 +218,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t config = data[0];
   const size_t capacity = 1 + (config & 63);
   const furrballs::RawAllocator alloc =
-      (config & 64) != 0 ? furrballs::MappedAllocator()
+      (config & 64) != 0 ? furrballs::RawAllocator::Mapped()
                          : furrballs::RawAllocator::Default();
   furrballs::Runner(capacity, alloc).Run(data + 1, size - 1);
   return 0;

@@ -16,8 +16,6 @@
 //     can be seen);
 //   - no UpdateInPlace of a present key reports kKeyNotFound.
 // Fixed operation counts, no sleeps, no timing.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -29,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/cmap/internal/test_meta.h"
 #include "engine/cmap/resizable_cmap.h"
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
@@ -43,46 +42,11 @@ constexpr int kOpsDivisor = 4;
 constexpr int kOpsDivisor = 1;
 #endif
 
-// 20 bytes, as the engine's KeyMeta (its last 4 ride in the seq word).
-struct Meta {
-  uint32_t id;
-  uint32_t version;
-  uint32_t more[2];
-  uint32_t check;
-};
-static_assert(sizeof(Meta) == 20);
-
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111eb;
-  return x ^ (x >> 31);
-}
-
-uint32_t CheckOf(uint32_t id, uint32_t version) {
-  return static_cast<uint32_t>(Mix((uint64_t{id} << 32) | version));
-}
-Meta MakeMeta(uint32_t id, uint32_t version) {
-  return Meta{id, version, {~id, ~version}, CheckOf(id, version)};
-}
-bool Whole(const Meta& m, uint32_t id) {
-  return m.id == id && m.more[0] == ~id && m.more[1] == ~m.version &&
-         m.check == CheckOf(id, m.version);
-}
+using Meta = cmap_internal::TestMeta;
+using cmap_internal::MakeTestMeta;
+using cmap_internal::Mix;
 
 HashPair Key(uint32_t id) { return HashPair{Mix(id), Mix(id ^ 0xabcdef)}; }
-
-RawAllocator MappedAllocator() {
-  return RawAllocator{
-      [](void*, size_t bytes) -> void* {
-        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return p == MAP_FAILED ? nullptr : p;
-      },
-      [](void*, void* p, size_t bytes) { munmap(p, bytes); }, nullptr,
-      /*zeroed=*/true, RawAllocator::ReleaseMappedPages};
-}
 
 using Map = ResizableCMap<Meta>;
 
@@ -101,7 +65,7 @@ struct Failures {
 
 class Stress {
  public:
-  Stress() : map_(64, MappedAllocator()) {}
+  Stress() : map_(64, RawAllocator::Mapped()) {}
 
   void Run() {
     ASSERT_TRUE(map_.ok());
@@ -137,14 +101,14 @@ class Stress {
     for (uint32_t id = 0; id < stable_.load(); ++id) {
       const std::optional<Meta> m = map_.Find(Key(id));
       ASSERT_TRUE(m.has_value()) << id;
-      ASSERT_TRUE(Whole(*m, id)) << id;
+      ASSERT_TRUE(cmap_internal::IsWholeFor(*m, id)) << id;
     }
   }
 
  private:
   // REQUIRES: called before readers start, or by the writer under lock_.
   void InsertStable(uint32_t id) {
-    const CMapSetResult r = map_.Set(Key(id), MakeMeta(id, 1));
+    const CMapSetResult r = map_.Set(Key(id), MakeTestMeta(id, 1));
     ASSERT_EQ(r.err, Error::kOk);
     ASSERT_TRUE(r.inserted);
     // Release: a reader that sees the count sees the insert.
@@ -157,7 +121,7 @@ class Stress {
     const uint32_t id = kChurnBase + c;
     const uint32_t v = ++churn_version_[c];
     if (overwrite && churn_present_[c]) {
-      const CMapSetResult r = map_.Set(Key(id), MakeMeta(id, v));
+      const CMapSetResult r = map_.Set(Key(id), MakeTestMeta(id, v));
       if (r.err == Error::kOk) {
         EXPECT_FALSE(r.inserted);
       }
@@ -166,12 +130,12 @@ class Stress {
     if (churn_present_[c]) {
       const FindAndEraseResult<Meta> r = map_.FindAndEraseByHash(Key(id));
       if (r.err == Error::kOk) {
-        EXPECT_TRUE(Whole(*r.value, id));
+        EXPECT_TRUE(cmap_internal::IsWholeFor(*r.value, id));
         churn_present_[c] = false;
       }
       return;
     }
-    const CMapSetResult r = map_.Set(Key(id), MakeMeta(id, v));
+    const CMapSetResult r = map_.Set(Key(id), MakeTestMeta(id, v));
     if (r.err == Error::kOk) {
       EXPECT_TRUE(r.inserted);
       churn_present_[c] = true;
@@ -194,7 +158,7 @@ class Stress {
       // Grow: allocate without the lock, switch and migrate under it, a
       // few keys per hold, with inserts, overwrites and erases between.
       std::unique_ptr<Map::Table> bigger =
-          Map::AllocateTable(cap * 2, MappedAllocator());
+          Map::AllocateTable(cap * 2, RawAllocator::Mapped());
       {
         std::lock_guard<std::mutex> hold(lock_);
         ASSERT_EQ(map_.BeginGrow(std::move(bigger)), Error::kOk);
@@ -249,7 +213,7 @@ class Stress {
   }
 
   void Note(const Meta& m, uint32_t id, uint32_t& last) {
-    if (!Whole(m, id)) {
+    if (!cmap_internal::IsWholeFor(m, id)) {
       failures_.torn.fetch_add(1);
       return;
     }
@@ -262,7 +226,7 @@ class Stress {
       const uint32_t n = stable_.load(std::memory_order_acquire);
       for (uint32_t id = pass % 2; id < n; id += 2) {
         const Error err = map_.UpdateInPlace(Key(id), [](Meta& m) {
-          m = MakeMeta(m.id, m.version + 1);
+          m = MakeTestMeta(m.id, m.version + 1);
         });
         if (err == Error::kKeyNotFound) failures_.update_lost.fetch_add(1);
       }

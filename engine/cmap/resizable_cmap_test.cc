@@ -6,7 +6,6 @@
 // races readers against growth.
 #include "engine/cmap/resizable_cmap.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -18,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/cmap/internal/cmap_test_peer.h"
+#include "engine/cmap/internal/test_meta.h"
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
@@ -27,44 +27,17 @@ namespace {
 
 using cmap_internal::CMapTestPeer;
 
-// 20 bytes, as the engine's KeyMeta: the last 4 ride in the seq word.
-struct Meta {
-  uint32_t id;
-  uint32_t version;
-  uint32_t more[2];
-  uint32_t check;
-};
-static_assert(sizeof(Meta) == 20);
+using Meta = cmap_internal::TestMeta;
+using cmap_internal::Mix;
 
 Meta MakeMeta(uint64_t id, uint64_t version) {
-  const auto i = static_cast<uint32_t>(id), v = static_cast<uint32_t>(version);
-  return Meta{i, v, {i + 1, v + 1}, i * 31 + v};
-}
-
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111eb;
-  return x ^ (x >> 31);
+  return cmap_internal::MakeTestMeta(static_cast<uint32_t>(id),
+                                     static_cast<uint32_t>(version));
 }
 
 HashPair Key(uint64_t id) { return HashPair{Mix(id), Mix(id ^ 0x5555)}; }
 
 using Map = ResizableCMap<Meta>;
-
-// Fresh private anonymous mappings, released with madvise: what Numatic's
-// NodeAllocator hands the engine.
-RawAllocator MappedAllocator() {
-  return RawAllocator{
-      [](void*, size_t bytes) -> void* {
-        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return p == MAP_FAILED ? nullptr : p;
-      },
-      [](void*, void* p, size_t bytes) { munmap(p, bytes); }, nullptr,
-      /*zeroed=*/true, RawAllocator::ReleaseMappedPages};
-}
 
 // The map must answer exactly as `model` (key id -> version) for ids in
 // [0, ids).
@@ -82,6 +55,14 @@ void ExpectMatches(const Map& m, const std::map<uint64_t, uint64_t>& model,
     }
   }
   ASSERT_EQ(m.size(), model.size());
+}
+
+// Inserts ids [0, n) at version 1, noting them in `model` if given.
+void Fill(Map& m, uint64_t n, std::map<uint64_t, uint64_t>* model = nullptr) {
+  for (uint64_t id = 0; id < n; ++id) {
+    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted) << id;
+    if (model != nullptr) (*model)[id] = 1;
+  }
 }
 
 // Where a key is while growing: 'o'ld table, 'n'ew table, or '-' neither.
@@ -103,9 +84,7 @@ TEST(ResizableCMapTest, GrowsWhileEmpty) {
   EXPECT_EQ(m.capacity(), 32u);
   EXPECT_EQ(m.MigrateSome(64), 0u);
   EXPECT_FALSE(m.growing());
-  for (uint64_t id = 0; id < 32; ++id) {
-    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted);
-  }
+  Fill(m, 32);
   EXPECT_EQ(m.Set(Key(32), MakeMeta(32, 1)).err, Error::kCacheFull);
   EXPECT_EQ(m.size(), 32u);
   EXPECT_EQ(m.ReleaseRetired(), 0u) << "the default allocator keeps memory";
@@ -149,10 +128,7 @@ TEST(ResizableCMapTest, GrowsWhenFullEveryKeyReadableAtEveryStep) {
 TEST(ResizableCMapTest, GrowsWithDeletedSlots) {
   Map m(64, RawAllocator::Default());
   std::map<uint64_t, uint64_t> model;
-  for (uint64_t id = 0; id < 64; ++id) {
-    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted);
-    model[id] = 1;
-  }
+  Fill(m, 64, &model);
   for (uint64_t id = 0; id < 64; id += 2) {
     ASSERT_EQ(m.FindAndEraseByHash(Key(id)).err, Error::kOk);
     model.erase(id);
@@ -169,10 +145,7 @@ TEST(ResizableCMapTest, GrowsWithDeletedSlots) {
 TEST(ResizableCMapTest, SetAndEraseWhileGrowing) {
   Map m(64, RawAllocator::Default());
   std::map<uint64_t, uint64_t> model;
-  for (uint64_t id = 0; id < 64; ++id) {
-    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted);
-    model[id] = 1;
-  }
+  Fill(m, 64, &model);
   ASSERT_EQ(m.BeginGrow(Map::AllocateTable(256, RawAllocator::Default())),
             Error::kOk);
   m.MigrateSome(20);
@@ -217,10 +190,7 @@ TEST(ResizableCMapTest, SetAndEraseWhileGrowing) {
 TEST(ResizableCMapTest, UpdateInPlaceWhileGrowing) {
   Map m(64, RawAllocator::Default());
   std::map<uint64_t, uint64_t> model;
-  for (uint64_t id = 0; id < 64; ++id) {
-    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted);
-    model[id] = 1;
-  }
+  Fill(m, 64, &model);
   ASSERT_EQ(m.BeginGrow(Map::AllocateTable(128, RawAllocator::Default())),
             Error::kOk);
   do {
@@ -265,9 +235,7 @@ TEST(ResizableCMapTest, MigrationSkipsASlotHeldByAnUpdate) {
 // While growing, admission counts both tables against the new capacity.
 TEST(ResizableCMapTest, AdmissionCountsBothTables) {
   Map m(100, RawAllocator::Default());
-  for (uint64_t id = 0; id < 100; ++id) {
-    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted);
-  }
+  Fill(m, 100);
   ASSERT_EQ(m.BeginGrow(Map::AllocateTable(150, RawAllocator::Default())),
             Error::kOk);
   for (uint64_t id = 100; id < 150; ++id) {
@@ -321,7 +289,7 @@ TEST(ResizableCMapTest, InertWhenTheFirstTableFails) {
 
 // Grows five times in a row with inserts between the steps.
 TEST(ResizableCMapTest, GrowsRepeatedly) {
-  Map m(64, MappedAllocator());
+  Map m(64, RawAllocator::Mapped());
   std::map<uint64_t, uint64_t> model;
   uint64_t next = 0;
   size_t released = 0;
@@ -331,7 +299,7 @@ TEST(ResizableCMapTest, GrowsRepeatedly) {
       model[next] = next;
       ++next;
     }
-    ASSERT_EQ(m.BeginGrow(Map::AllocateTable(cap * 2, MappedAllocator())),
+    ASSERT_EQ(m.BeginGrow(Map::AllocateTable(cap * 2, RawAllocator::Mapped())),
               Error::kOk);
     while (m.MigrateSome(3) > 0) {
       ASSERT_TRUE(m.Set(Key(next), MakeMeta(next, next)).inserted);
@@ -362,16 +330,14 @@ size_t RssBytes() {
 // reader that was inside such a slot takes as "changed".
 TEST(ResizableCMapTest, ReleaseRetiredGivesPagesBackAndStaleProbesMiss) {
   constexpr uint64_t kKeys = 100'000;  // a 4.3 MiB table
-  Map m(kKeys, MappedAllocator());
-  for (uint64_t id = 0; id < kKeys; ++id) {
-    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted);
-  }
+  Map m(kKeys, RawAllocator::Mapped());
+  Fill(m, kKeys);
   const auto* stale = CMapTestPeer::CurrentTable(m);
   const HashPair k0 = CMapTestPeer::TableKey<Map>(Key(0));
   const size_t slot = CMapTestPeer::SlotOf(*stale, k0);
   EXPECT_NE(CMapTestPeer::Seq(*stale, slot) & 0xffffffff, 0u);
 
-  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(2 * kKeys, MappedAllocator())),
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(2 * kKeys, RawAllocator::Mapped())),
             Error::kOk);
   while (m.MigrateSome(64) > 0) {
   }

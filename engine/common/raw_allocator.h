@@ -94,6 +94,20 @@ struct RawAllocator {
         nullptr};
   }
 
+  // A private anonymous mapping per allocation: zeroed, its untouched pages
+  // out of the RSS, and releasable (ReleaseMappedPages). Numatic's
+  // NodeAllocator without the node binding; memory lands by first touch.
+  static RawAllocator Mapped() {
+    return RawAllocator{
+        [](void*, size_t bytes) -> void* {
+          void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          return p == MAP_FAILED ? nullptr : p;
+        },
+        [](void*, void* p, size_t bytes) { munmap(p, bytes); }, nullptr,
+        /*zeroed=*/true, ReleaseMappedPages};
+  }
+
   // Adapts a memory resource (e.g. Numatic's NumaNodeMemoryResource). The
   // resource must outlive every allocation made through the adapter.
   static RawAllocator FromResource(std::pmr::memory_resource* resource) {
