@@ -6,7 +6,7 @@
 // concurrently with everything. Set, FindAndEraseByHash, BeginGrow and
 // MigrateSome REQUIRE the caller's external write lock (ConcurrentARC's
 // SpinLock), as CMap's key set does under ConcurrentARC today. AllocateTable
-// and ReleaseRetired are called WITHOUT that lock (they map and unmap
+// and ReleaseRetired are called WITHOUT that lock (they map and release
 // memory) and are safe against everything else; ReleaseRetired against
 // itself too.
 //
@@ -71,7 +71,9 @@
 //      Acquire fence.
 //   3. Probe b. Hit: done.
 //   4. Miss: acquire fence; if e is even and epoch_ load (relaxed) == e,
-//      the key is absent; else go round again from 1.
+//      the key is absent; else go round again from 1 (after a pause, then
+//      yielding, as CMap's readers do while a writer is inside a slot: a
+//      writer preempted mid-switch holds the external lock).
 //
 // Claims, and why they hold:
 //
@@ -270,6 +272,19 @@ class ResizableCMap {
     return (t.epoch & 1) == 0 &&
            epoch_.load(std::memory_order_relaxed) == t.epoch;
   }
+  // Steps 1-4 once. *settled is false when a miss must go round again
+  // (claim (c)); the rounds after the first run out of line, with a
+  // backoff, so that the inlined lookup stays one round long.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::optional<Value> FindRound(
+      const HashPair& k, bool* settled) const;
+  ABSL_ATTRIBUTE_NOINLINE std::optional<Value> FindAgain(
+      const HashPair& k) const;
+  template <typename Fn>
+  VisitOutcome TryVisitRound(const HashPair& k, Fn& fn, bool* settled) const;
+  template <typename Fn>
+  ABSL_ATTRIBUTE_NOINLINE VisitOutcome TryVisitAgain(const HashPair& k,
+                                                     Fn& fn) const;
+
   // A seqlock write of (old_, current_). REQUIRES: the external write lock.
   void Switch(Table* old, Table* current);
 
@@ -301,14 +316,33 @@ class ResizableCMap {
 template <typename Value>
 std::optional<Value> ResizableCMap<Value>::Find(const HashPair& h) const {
   const HashPair k = TableKey(h);
-  for (;;) {
-    const Tables t = Load();
-    if (t.old != nullptr) {
-      if (std::optional<Value> v = t.old->Find(k)) return v;
-      cmap_internal::AcquireFence();  // claim (b)
-    }
-    if (std::optional<Value> v = t.current->Find(k)) return v;
-    if (Unchanged(t)) return std::nullopt;
+  bool settled;
+  std::optional<Value> v = FindRound(k, &settled);
+  if (v.has_value() || settled) return v;
+  return FindAgain(k);
+}
+
+template <typename Value>
+std::optional<Value> ResizableCMap<Value>::FindRound(const HashPair& k,
+                                                     bool* settled) const {
+  *settled = true;
+  const Tables t = Load();
+  if (t.old != nullptr) {
+    if (std::optional<Value> v = t.old->Find(k)) return v;
+    cmap_internal::AcquireFence();  // claim (b)
+  }
+  if (std::optional<Value> v = t.current->Find(k)) return v;
+  *settled = Unchanged(t);
+  return std::nullopt;
+}
+
+template <typename Value>
+std::optional<Value> ResizableCMap<Value>::FindAgain(const HashPair& k) const {
+  for (cmap_internal::Backoff backoff;;) {
+    backoff.Wait();  // a switch is under way or just happened
+    bool settled;
+    std::optional<Value> v = FindRound(k, &settled);
+    if (v.has_value() || settled) return v;
   }
 }
 
@@ -317,16 +351,38 @@ template <typename Fn>
 auto ResizableCMap<Value>::TryVisit(const HashPair& h, Fn&& fn) const
     -> VisitOutcome {
   const HashPair k = TableKey(h);
-  for (;;) {
-    const Tables t = Load();
-    if (t.old != nullptr) {
-      const VisitOutcome o = t.old->TryVisit(k, fn);
-      if (o != VisitOutcome::kAbsent) return o;
-      cmap_internal::AcquireFence();  // claim (b)
-    }
-    const VisitOutcome o = t.current->TryVisit(k, fn);
+  bool settled;
+  const VisitOutcome o = TryVisitRound(k, fn, &settled);
+  if (o != VisitOutcome::kAbsent || settled) return o;
+  return TryVisitAgain(k, fn);
+}
+
+template <typename Value>
+template <typename Fn>
+auto ResizableCMap<Value>::TryVisitRound(const HashPair& k, Fn& fn,
+                                         bool* settled) const -> VisitOutcome {
+  *settled = true;
+  const Tables t = Load();
+  if (t.old != nullptr) {
+    const VisitOutcome o = t.old->TryVisit(k, fn);
     if (o != VisitOutcome::kAbsent) return o;
-    if (Unchanged(t)) return VisitOutcome::kAbsent;
+    cmap_internal::AcquireFence();  // claim (b)
+  }
+  const VisitOutcome o = t.current->TryVisit(k, fn);
+  if (o != VisitOutcome::kAbsent) return o;
+  *settled = Unchanged(t);
+  return o;
+}
+
+template <typename Value>
+template <typename Fn>
+auto ResizableCMap<Value>::TryVisitAgain(const HashPair& k, Fn& fn) const
+    -> VisitOutcome {
+  for (cmap_internal::Backoff backoff;;) {
+    backoff.Wait();  // a switch is under way or just happened
+    bool settled;
+    const VisitOutcome o = TryVisitRound(k, fn, &settled);
+    if (o != VisitOutcome::kAbsent || settled) return o;
   }
 }
 
@@ -334,7 +390,7 @@ template <typename Value>
 template <typename Fn>
 Error ResizableCMap<Value>::UpdateInPlace(const HashPair& h, Fn&& fn) {
   const HashPair k = TableKey(h);
-  for (;;) {
+  for (cmap_internal::Backoff backoff;;) {
     const Tables t = Load();
     Error in_old = Error::kKeyNotFound;
     if (t.old != nullptr) {
@@ -346,6 +402,7 @@ Error ResizableCMap<Value>::UpdateInPlace(const HashPair& h, Fn&& fn) {
     if (in_current != Error::kKeyNotFound) return in_current;
     if (in_old == Error::kAbandonedSet) return in_old;
     if (Unchanged(t)) return Error::kKeyNotFound;
+    backoff.Wait();  // a switch is under way or just happened
   }
 }
 
