@@ -8,6 +8,7 @@ faster).
 
 Usage:
   engine/cmap/bench_report.py BENCH_BINARY [--runs 3] [--min_time 0.5]
+      [--design | --resizable]
 """
 
 import argparse
@@ -20,6 +21,7 @@ from collections import defaultdict
 
 COMPARISON = r"^(Find|Set|Mixed90_10)/"
 DESIGN = r"^(GroupLoad|ChurnedMiss)/"
+RESIZABLE = r"^Resizable/"
 PEERS = ("absl_mutex", "tbb")
 
 
@@ -89,6 +91,22 @@ def design_table(med):
     return "\n".join(lines)
 
 
+def resizable_table(med):
+    lines = ["| benchmark | CMap ns/op | ResizableCMap ns/op | growing ns/op "
+             "| Resizable / CMap | growing / CMap |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name in sorted(n for n in med if " " not in n):
+        if f"{name} cmap_ns" not in med:  # a plain timing (migrate_some_64)
+            lines.append(f"| {name} | | | {med[name]:.1f} | | |")
+            continue
+        c = med[f"{name} cmap_ns"]
+        r = med[f"{name} resizable_ns"]
+        g = med[f"{name} growing_ns"]
+        lines.append(f"| {name} | {c:.1f} | {r:.1f} | {g:.1f} | {r / c:.3f}x "
+                     f"| {g / c:.3f}x |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("binary")
@@ -96,16 +114,22 @@ def main():
     parser.add_argument("--min_time", type=float, default=0.5)
     parser.add_argument("--design", action="store_true",
                         help="the design checks instead of the comparison")
+    parser.add_argument("--resizable", action="store_true",
+                        help="ResizableCMap against CMap instead")
     args = parser.parse_args()
 
-    pattern = DESIGN if args.design else COMPARISON
+    pattern = (RESIZABLE if args.resizable else
+               DESIGN if args.design else COMPARISON)
     med, context, loads = medians(args.binary, pattern, args.runs,
                                   args.min_time)
     print(f"Median of {args.runs} runs, --benchmark_min_time={args.min_time}; "
           f"{context['num_cpus']} CPUs at {context['mhz_per_cpu']} MHz; "
           f"load average before/after each run: " +
           ", ".join(f"{a:.1f}/{b:.1f}" for a, b in loads) + ".\n")
-    print(design_table(med) if args.design else comparison_table(med))
+    if args.resizable:
+        print(resizable_table(med))
+    else:
+        print(design_table(med) if args.design else comparison_table(med))
 
 
 if __name__ == "__main__":

@@ -112,6 +112,16 @@
 //     store DELETED (relaxed: the lock already excludes every other writer);
 //     fingerprint and value stores 0; Unlock; overflow fetch_sub(relaxed)
 //     along the path, undoing the insert's step 1.
+//   Move K out, LIVE(K) -> DELETED         (MoveSomeTo, ResizableCMap's
+//                                           migration; keys with h1 == h2)
+//     Lock; check the slot is occupied; fingerprint and value loads
+//     (relaxed); Insert K into the other table (its own Lock..Unlock);
+//     release fence; then as Erase: ctrl DELETED, fingerprint and value 0,
+//     Unlock, overflow fetch_sub. The lock is held across the insert, so
+//     an Update of K here either finished before the move (which copies its
+//     result) or finds K gone; the release fence orders the other table's
+//     insert before every store of the erase, for readers that see one of
+//     them and then probe the other table (resizable_cmap.h).
 //
 // Reader (Find), for each candidate slot the group compare proposes:
 //
@@ -216,6 +226,7 @@
 #ifndef FURRBALLS_ENGINE_CMAP_CMAP_H_
 #define FURRBALLS_ENGINE_CMAP_CMAP_H_
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -386,6 +397,33 @@ class CMap {
   // Slots in the table (0 for an inert map).
   size_t slot_count() const { return ok() ? groups_.size() * kGroupWidth : 0; }
 
+  // ---- For ResizableCMap (resizable_cmap.h) --------------------------------
+  // These assume a table whose every key has h1 == h2: a slot keeps only h2
+  // (the fingerprint), and a key can be re-placed from its slot alone only if
+  // its home group is a function of h2.
+
+  // Moves up to `max_keys` keys into `dest` (Insert K into dest, then the
+  // "Move K out" transition below), visiting at most max_keys * 16 slots from
+  // *cursor on (wrapping; *cursor is where the next call goes on). Returns
+  // the keys moved. Stops early, leaving *cursor at the slot, if a slot's
+  // lock is held (kAbandonedSet) or `dest` refuses the key: the next call
+  // tries it again. REQUIRES: no concurrent insert or erase on either table
+  // (the caller's lock); h1 == h2 for every key; dest holds none of ours.
+  size_t MoveSomeTo(CMap& dest, size_t* cursor, size_t max_keys);
+
+  // Gives the table's memory back through the allocator's Release: it then
+  // reads as zeros, an empty table (control bytes EMPTY, seq 0, overflow
+  // counts 0), and is deallocated only by the destructor, so that lock-free
+  // readers and UpdateInPlace calls still probing it find nothing and never
+  // fault. Returns the bytes released (0 without a release function: the
+  // memory then keeps the empty table it holds).
+  // REQUIRES: size() == 0 and no insert or erase ever again.
+  size_t ReleaseMemory() {
+    if (!ok()) return 0;
+    return alloc_.Release(ctrl_memory_, ctrl_bytes_) +
+           alloc_.Release(slot_memory_, slot_bytes_);
+  }
+
   // The bytes a map of this capacity takes from its allocator (both
   // allocations), for callers that budget a node's memory: 16 bytes plus the
   // value (rounded up to words) per slot, and one control byte; slots are
@@ -485,6 +523,8 @@ class CMap {
   Error Claim(const HashPair& h, const ProbeResult& r, const Value& v);
   // Step 5: another slot on h's path holds h.
   bool HasOtherCopy(const HashPair& h, size_t mine) const;
+  // "Move K out" of slot i into dest; kKeyNotFound if slot i holds no key.
+  Error MoveSlotTo(size_t i, CMap& dest);
 
   // Adds or removes h's share of the overflow counts of the first
   // `groups_passed` groups of its path.
@@ -846,6 +886,63 @@ FindAndEraseResult<Value> CMap<Value, GroupImpl>::FindAndEraseByHash(
   RemoveOverflow(h.h1, r.match_index);
   live_.fetch_sub(1, std::memory_order_relaxed);
   return {Error::kOk, cmap_internal::FromWords<Value>(words)};
+}
+
+template <typename Value, typename GroupImpl>
+size_t CMap<Value, GroupImpl>::MoveSomeTo(CMap& dest, size_t* cursor,
+                                          size_t max_keys) {
+  const size_t slots = slot_count();
+  size_t moved = 0;
+  for (size_t budget = std::min(max_keys, slots) * kGroupWidth;
+       moved < max_keys && budget > 0 &&
+       live_.load(std::memory_order_relaxed) > 0;
+       --budget) {
+    if (*cursor >= slots) *cursor = 0;
+    if (cmap_internal::IsOccupied(LoadCtrl(*cursor))) {
+      const Error err = MoveSlotTo(*cursor, dest);
+      if (err == Error::kOk) {
+        ++moved;
+      } else if (err != Error::kKeyNotFound) {
+        break;  // held, or refused: try this slot again next time
+      }
+    }
+    ++*cursor;
+  }
+  return moved;
+}
+
+template <typename Value, typename GroupImpl>
+Error CMap<Value, GroupImpl>::MoveSlotTo(size_t i, CMap& dest) {
+  const cmap_internal::SlotRef s = slots_[i];
+  uint64_t stable;
+  if (!cmap_internal::TryLock(s.seq, &stable)) return Error::kAbandonedSet;
+  if (!cmap_internal::IsOccupied(LoadCtrl(i))) {
+    cmap_internal::Unlock(s.seq, stable);
+    return Error::kKeyNotFound;
+  }
+  const uint64_t h2 = s.fingerprint.load(std::memory_order_relaxed);
+  const HashPair h{h2, h2};
+  Words words;
+  cmap_internal::LoadWords<Value>(s, stable, words);
+  const CMapSetResult r = dest.Set(h, cmap_internal::FromWords<Value>(words));
+  if (r.err != Error::kOk) {
+    cmap_internal::Unlock(s.seq, stable);
+    return r.err;
+  }
+  // dest's insert (its Unlock is a release store, but of dest's seq, which a
+  // reader of this table never loads) before any store of the erase below.
+  cmap_internal::ReleaseFence();
+  StoreCtrl(i, cmap_internal::kCtrlDeleted);
+  s.fingerprint.store(0, std::memory_order_relaxed);
+  cmap_internal::StoreWords<Value>(s, Words{});
+  cmap_internal::Unlock(s.seq, stable);
+  // Groups the key's path passed before slot i's: linear probing from home.
+  const size_t home = groups_.Home(h.h1);
+  const size_t group = i / kGroupWidth;
+  RemoveOverflow(h.h1, group >= home ? group - home
+                                     : group + groups_.size() - home);
+  live_.fetch_sub(1, std::memory_order_relaxed);
+  return Error::kOk;
 }
 
 template <typename Value, typename GroupImpl>

@@ -21,7 +21,16 @@
 //                   per-variant times are counters.
 //   ChurnedMiss/... misses on a CMap held at full capacity after 40 *
 //                   capacity erase+insert pairs.
+//   Resizable/...   ResizableCMap against CMap, both holding the same 100k
+//                   keys, one thread, uniform: Find hits, Find misses and
+//                   Set (overwrites), on a CMap, on a ResizableCMap that is
+//                   not growing, and on one halfway through a growth to
+//                   200k keys (half its keys in each table), interleaved in
+//                   one benchmark as GroupLoad's are; per-variant times are
+//                   counters. Resizable/100k/migrate_some_64 times one
+//                   MigrateSome(64) of a growth from 100k to 200k keys.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -40,6 +49,7 @@
 #include <oneapi/tbb/concurrent_hash_map.h>
 
 #include "engine/cmap/cmap.h"
+#include "engine/cmap/resizable_cmap.h"
 #include "engine/common/hash_pair.h"
 
 namespace furrballs {
@@ -143,6 +153,33 @@ class CMapAdapter {
 
  private:
   CMap<Value16, GroupImpl> map_;
+};
+
+// ResizableCMap, and optionally stopped halfway through a growth to twice
+// its capacity: half the keys in the old table, half in the new.
+template <bool kGrowing>
+class ResizableAdapter {
+ public:
+  explicit ResizableAdapter(size_t n) : map_(n, RawAllocator::Default()) {}
+  std::optional<Value16> Find(const HashPair& h) const { return map_.Find(h); }
+  bool Set(const HashPair& h, const Value16& v) {
+    const bool ok = map_.Set(h, v).err == Error::kOk;
+    // The map is filled through Set: start growing once it is full.
+    if (kGrowing && !map_.growing() && map_.size() == map_.capacity()) {
+      const size_t n = map_.capacity();
+      if (map_.BeginGrow(Map::AllocateTable(2 * n, RawAllocator::Default())) !=
+          Error::kOk) {
+        std::abort();
+      }
+      while (map_.MigrateSome(64) > n / 2) {
+      }
+    }
+    return ok;
+  }
+
+ private:
+  using Map = ResizableCMap<Value16>;
+  Map map_;
 };
 
 struct PreHashed {
@@ -280,52 +317,61 @@ class GroupSse2PlainLoad {
   __m128i ctrl_;
 };
 
+// Runs op(map, i) on three maps in turns, kTurnChunk consecutive positions
+// i of the uniform sequence at a time, the first of each turn rotating, so
+// that order and machine noise fall on all three alike. Returns each map's
+// nanoseconds per op.
+constexpr size_t kTurnChunk = 4096;
+template <typename M0, typename M1, typename M2, typename Op>
+std::array<double, 3> TakeTurns(benchmark::State& state, M0& m0, M1& m1,
+                                M2& m2, Op&& op) {
+  auto timed = [&](auto& map, size_t pos) {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < kTurnChunk; ++i) op(map, pos + i);
+    return std::chrono::duration<double, std::nano>(
+               std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  std::array<double, 3> ns = {0, 0, 0};
+  size_t pos = 0, turn = 0;
+  for (auto _ : state) {
+    for (size_t k = 0; k < 3; ++k) {
+      switch ((turn + k) % 3) {
+        case 0: ns[0] += timed(m0, pos); break;
+        case 1: ns[1] += timed(m1, pos); break;
+        default: ns[2] += timed(m2, pos);
+      }
+    }
+    ++turn;
+    pos += kTurnChunk;
+  }
+  for (double& t : ns) t /= static_cast<double>(turn * kTurnChunk);
+  return ns;
+}
+
 // Find through the three groups on three maps holding the same keys, hits
-// (present keys) or misses (absent keys), one thread, uniform. The variants
-// take turns on the same chunk of lookups, the first of each turn rotating,
-// so that order and machine noise fall on all three alike; each reports its
-// own ns per lookup.
+// (present keys) or misses (absent keys), one thread, uniform, in turns;
+// each reports its own ns per lookup.
 void BM_GroupLoad(benchmark::State& state, size_t n, bool hits) {
   CMapAdapter<GroupSse2>& atomic = GetMap<CMapAdapter<GroupSse2>>(n);
   CMapAdapter<GroupSse2PlainLoad>& plain =
       GetMap<CMapAdapter<GroupSse2PlainLoad>>(n);
   CMapAdapter<GroupPortable>& portable = GetMap<CMapAdapter<GroupPortable>>(n);
   const Workload& w = GetWorkload(n);
-  constexpr size_t kChunk = 4096;
   uint64_t found = 0, lookups = 0;
-  auto timed = [&](const auto& map, size_t pos) {
-    const auto start = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < kChunk; ++i) {
-      HashPair h = w.keys[w.uniform[(pos + i) & (kSequenceLength - 1)]];
-      if (!hits) h.h2 = ~h.h2;  // same home group, absent
-      const std::optional<Value16> v = map.Find(h);
-      benchmark::DoNotOptimize(v);
-      found += v.has_value();
-    }
-    lookups += kChunk;
-    return std::chrono::duration<double, std::nano>(
-               std::chrono::steady_clock::now() - start)
-        .count();
-  };
-  double ns[3] = {0, 0, 0};
-  size_t pos = 0, turn = 0;
-  for (auto _ : state) {
-    for (size_t k = 0; k < 3; ++k) {
-      switch ((turn + k) % 3) {
-        case 0: ns[0] += timed(atomic, pos); break;
-        case 1: ns[1] += timed(plain, pos); break;
-        default: ns[2] += timed(portable, pos);
-      }
-    }
-    ++turn;
-    pos += kChunk;
-  }
-  const uint64_t expected = hits ? lookups : 0;
-  if (found != expected) state.SkipWithError("wrong hits");
-  const double per_variant = static_cast<double>(lookups) / 3;
-  state.counters["sse2_atomic_ns"] = ns[0] / per_variant;
-  state.counters["sse2_plain_ns"] = ns[1] / per_variant;
-  state.counters["portable_ns"] = ns[2] / per_variant;
+  const std::array<double, 3> ns =
+      TakeTurns(state, atomic, plain, portable, [&](const auto& map, size_t i) {
+        HashPair h = w.keys[w.uniform[i & (kSequenceLength - 1)]];
+        if (!hits) h.h2 = ~h.h2;  // same home group, absent
+        const std::optional<Value16> v = map.Find(h);
+        benchmark::DoNotOptimize(v);
+        found += v.has_value();
+        ++lookups;
+      });
+  if (found != (hits ? lookups : 0)) state.SkipWithError("wrong hits");
+  state.counters["sse2_atomic_ns"] = ns[0];
+  state.counters["sse2_plain_ns"] = ns[1];
+  state.counters["portable_ns"] = ns[2];
 }
 
 // Misses on a map at full capacity and exactly 3/4 load, after churn.
@@ -355,6 +401,64 @@ void BM_ChurnedMiss(benchmark::State& state) {
     benchmark::DoNotOptimize(map->Find(misses[i++ & 4095]));
   }
   state.SetItemsProcessed(state.iterations());
+}
+
+// Find hits, Find misses or Set overwrites through CMap and ResizableCMap
+// (not growing, and halfway through a growth), in turns as BM_GroupLoad;
+// one thread, uniform.
+enum class ResizableOp { kFindHit, kFindMiss, kSet };
+void BM_Resizable(benchmark::State& state, size_t n, ResizableOp op) {
+  auto& cmap = GetMap<CMapAdapter<DefaultGroup>>(n);
+  auto& resizable = GetMap<ResizableAdapter<false>>(n);
+  auto& growing = GetMap<ResizableAdapter<true>>(n);
+  const Workload& w = GetWorkload(n);
+  uint64_t found = 0, lookups = 0, failed = 0;
+  const std::array<double, 3> ns =
+      TakeTurns(state, cmap, resizable, growing, [&](auto& map, size_t i) {
+        HashPair h = w.keys[w.uniform[i & (kSequenceLength - 1)]];
+        if (op == ResizableOp::kSet) {
+          failed += !map.Set(h, Value16{i, ~i});
+          return;
+        }
+        if (op == ResizableOp::kFindMiss) h.h2 = ~h.h2;
+        const std::optional<Value16> v = map.Find(h);
+        benchmark::DoNotOptimize(v);
+        found += v.has_value();
+        ++lookups;
+      });
+  const uint64_t expected = op == ResizableOp::kFindHit ? lookups : 0;
+  if (found != expected || failed != 0) state.SkipWithError("wrong results");
+  state.counters["cmap_ns"] = ns[0];
+  state.counters["resizable_ns"] = ns[1];
+  state.counters["growing_ns"] = ns[2];
+}
+
+// One MigrateSome(64) of a 100k-key ResizableCMap growing to 200k, the
+// lock hold a growth step costs. Tables come from RawAllocator::Mapped, as
+// Numatic's do, so the new table's pages are faulted in by the moves, as
+// they would be in the engine. A fresh map is built (untimed) whenever a
+// growth finishes.
+void BM_MigrateSome(benchmark::State& state) {
+  constexpr size_t kKeys = 100000;
+  const Workload& w = GetWorkload(kKeys);
+  std::unique_ptr<ResizableCMap<Value16>> map;
+  uint64_t calls = 0;
+  for (auto _ : state) {
+    if (map == nullptr || !map->growing()) {
+      state.PauseTiming();
+      map = std::make_unique<ResizableCMap<Value16>>(kKeys,
+                                                     RawAllocator::Mapped());
+      for (size_t i = 0; i < kKeys; ++i) map->Set(w.keys[i], Value16{i, ~i});
+      if (map->BeginGrow(ResizableCMap<Value16>::AllocateTable(
+              2 * kKeys, RawAllocator::Mapped())) != Error::kOk) {
+        std::abort();
+      }
+      state.ResumeTiming();
+    }
+    benchmark::DoNotOptimize(map->MigrateSome(64));
+    ++calls;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(calls * 64));
 }
 
 std::string SizeName(size_t n) {
@@ -393,6 +497,17 @@ void RegisterAll() {
     }
   }
   benchmark::RegisterBenchmark("ChurnedMiss/cmap", BM_ChurnedMiss);
+  const std::pair<ResizableOp, const char*> resizable_ops[] = {
+      {ResizableOp::kFindHit, "find_hit"},
+      {ResizableOp::kFindMiss, "find_miss"},
+      {ResizableOp::kSet, "set"}};
+  benchmark::RegisterBenchmark("Resizable/100k/migrate_some_64",
+                               BM_MigrateSome);
+  for (const auto& [op, op_name] : resizable_ops) {
+    benchmark::RegisterBenchmark(
+        (std::string("Resizable/100k/") + op_name).c_str(), BM_Resizable,
+        size_t{100000}, op);
+  }
 }
 
 }  // namespace

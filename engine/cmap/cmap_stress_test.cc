@@ -23,6 +23,7 @@
 
 #include "engine/cmap/cmap.h"
 #include "engine/cmap/internal/cmap_test_peer.h"
+#include "engine/cmap/internal/test_meta.h"
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
 
@@ -30,6 +31,7 @@ namespace furrballs {
 namespace {
 
 using cmap_internal::CMapTestPeer;
+using cmap_internal::Mix;
 
 // ThreadSanitizer runs ~10x slower; keep its runs in the same wall-clock
 // budget. The interleavings it checks do not need more iterations.
@@ -38,14 +40,6 @@ constexpr int kOpsDivisor = 8;
 #else
 constexpr int kOpsDivisor = 1;
 #endif
-
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111eb;
-  return x ^ (x >> 31);
-}
 
 // 16 bytes: two words; a slot is 32 bytes, two to a cache line, so writers
 // of neighbouring slots share lines.

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 
 #include "engine/cmap/internal/cmap_test_peer.h"
 #include "engine/common/error.h"
@@ -147,19 +146,6 @@ TYPED_TEST(CMapTest, EmptyMapMissesEverything) {
   EXPECT_EQ(m.capacity(), 100u);
 }
 
-// Fresh anonymous mappings: zero-filled, and untouched pages stay out of
-// the RSS (what Numatic hands the engine).
-RawAllocator ZeroedMmap() {
-  return RawAllocator{
-      [](void*, size_t bytes) -> void* {
-        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return p == MAP_FAILED ? nullptr : p;
-      },
-      [](void*, void* p, size_t bytes) { munmap(p, bytes); }, nullptr,
-      /*zeroed=*/true};
-}
-
 size_t VmRssBytes() {
   FILE* f = std::fopen("/proc/self/status", "r");
   size_t kb = 0;
@@ -180,7 +166,7 @@ TYPED_TEST(CMapTest, AZeroedTableIsEmptyWithoutBeingWritten) {
 #endif
   constexpr size_t kCapacity = size_t{24} << 20;  // 32 MiB of control bytes
   const size_t rss_before = VmRssBytes();
-  typename TestFixture::Map m(kCapacity, KeyHasher(), ZeroedMmap());
+  typename TestFixture::Map m(kCapacity, KeyHasher(), RawAllocator::Mapped());
   ASSERT_EQ(m.status(), Error::kOk);
   EXPECT_LT(VmRssBytes(), rss_before + (size_t{4} << 20))
       << "construction touched the control bytes";
@@ -739,9 +725,10 @@ TYPED_TEST(CMapTest, CapacityBeyondTheMaximumIsRejectedWithoutAllocating) {
   EXPECT_FALSE(m.Find(Key(0, 0, 0)).has_value());
 }
 
-// The sequence is the seq word's low half: its wrap from 2^32 - 2 to 0 must
-// neither carry into the value's tail in the high half nor lose it, and a
-// Find across the wrap reads the value whole.
+// The sequence is the seq word's low half: its wrap from 2^32 - 2 (to 2:
+// sequence 0 is kept for slots never written, slot.h) must neither carry
+// into the value's tail in the high half nor lose it, and a Find across the
+// wrap reads the value whole.
 TEST(CMapValueTest, SequenceWrapKeepsTheTail) {
   CMap<TailValue> m(10);
   const HashPair h = Key(0, 9, 1);
@@ -752,18 +739,18 @@ TEST(CMapValueTest, SequenceWrapKeepsTheTail) {
   CMapTestPeer::SetSequence(m, slot, 0xfffffffe);
   EXPECT_EQ(m.UpdateInPlace(h, [](TailValue& v) { v = MakeValue<TailValue>(2); }),
             Error::kOk);
-  EXPECT_EQ(CMapTestPeer::Seq(m, slot), uint64_t{~uint32_t{2}} << 32)
-      << "sequence wrapped to 0, the new tail above it";
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot), uint64_t{~uint32_t{2}} << 32 | 2)
+      << "sequence wrapped past 0 to 2, the new tail above it";
   const std::optional<TailValue> got = m.Find(h);
   ASSERT_TRUE(got.has_value());
   EXPECT_TRUE(IsValueFor(*got, 2));
   // And once more, a plain overwrite and an erase from the wrapped sequence.
   EXPECT_EQ(m.Set(h, MakeValue<TailValue>(3)).err, Error::kOk);
-  EXPECT_EQ(CMapTestPeer::Seq(m, slot) & 0xffffffff, 2u);
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot) & 0xffffffff, 4u);
   const FindAndEraseResult<TailValue> erased = m.FindAndEraseByHash(h);
   ASSERT_EQ(erased.err, Error::kOk);
   EXPECT_TRUE(IsValueFor(*erased.value, 3));
-  EXPECT_EQ(CMapTestPeer::Seq(m, slot), 4u) << "an erased slot has no tail";
+  EXPECT_EQ(CMapTestPeer::Seq(m, slot), 6u) << "an erased slot has no tail";
 }
 
 // Values whose size is not a multiple of 8 round-trip exactly.

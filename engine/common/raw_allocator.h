@@ -13,10 +13,21 @@
 //
 // Every allocation must be aligned to at least kCacheLineSize bytes, because
 // the structures rely on their arrays starting on a cache line.
+//
+// Release. A structure that stops using an allocation while lock-free
+// readers may still load from it (ResizableCMap's retired key table) cannot
+// deallocate it yet, but can give its pages back: `release` (optional)
+// returns the physical pages of an allocation to the system and leaves the
+// range mapped, reading as zero bytes from then on. ReleaseMappedPages does
+// that for allocations that are private anonymous mappings of their own.
 #ifndef FURRBALLS_ENGINE_COMMON_RAW_ALLOCATOR_H_
 #define FURRBALLS_ENGINE_COMMON_RAW_ALLOCATOR_H_
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <memory_resource>
 #include <new>
 
@@ -27,6 +38,8 @@ inline constexpr size_t kCacheLineSize = 64;
 struct RawAllocator {
   using AllocateFn = void* (*)(void* context, size_t bytes);
   using DeallocateFn = void (*)(void* context, void* p, size_t bytes);
+  // Returns the bytes whose pages were given back.
+  using ReleaseFn = size_t (*)(void* context, void* p, size_t bytes);
 
   AllocateFn allocate;      // returns nullptr on failure, never throws
   DeallocateFn deallocate;  // receives the size that was allocated
@@ -35,10 +48,36 @@ struct RawAllocator {
   // structure whose initial state is all zero bytes then writes nothing at
   // construction, so the pages it never uses never enter the RSS.
   bool zeroed = false;
+  // Gives the pages of a live allocation back (see "Release" above); may be
+  // null, and then Release keeps the memory as it is. Callers must still
+  // deallocate the allocation.
+  ReleaseFn release = nullptr;
 
   void* Allocate(size_t bytes) const { return allocate(context, bytes); }
   void Deallocate(void* p, size_t bytes) const {
     deallocate(context, p, bytes);
+  }
+  // The bytes released; 0 without a release function (the memory then keeps
+  // its contents). Afterwards [p, p + bytes) reads as zeros where released.
+  size_t Release(void* p, size_t bytes) const {
+    return release != nullptr ? release(context, p, bytes) : 0;
+  }
+
+  // A ReleaseFn for allocations that are private anonymous mappings of
+  // their own (Numatic's, a test's mmap): madvise(MADV_DONTNEED) on the
+  // whole pages inside [p, p + bytes), which then read as zeros and leave
+  // the RSS. A page the range shares with another allocation is kept, so
+  // nothing outside the range is ever zeroed. NUMA placement survives: the
+  // mapping's memory policy places the page again if it is touched.
+  static size_t ReleaseMappedPages(void*, void* p, size_t bytes) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+    if (end <= begin) return 0;
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) {
+      return 0;
+    }
+    return end - begin;
   }
 
   // Cache-line aligned global operator new; memory lands wherever the kernel's
@@ -53,6 +92,20 @@ struct RawAllocator {
           ::operator delete(p, std::align_val_t{kCacheLineSize});
         },
         nullptr};
+  }
+
+  // A private anonymous mapping per allocation: zeroed, its untouched pages
+  // out of the RSS, and releasable (ReleaseMappedPages). Numatic's
+  // NodeAllocator without the node binding; memory lands by first touch.
+  static RawAllocator Mapped() {
+    return RawAllocator{
+        [](void*, size_t bytes) -> void* {
+          void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          return p == MAP_FAILED ? nullptr : p;
+        },
+        [](void*, void* p, size_t bytes) { munmap(p, bytes); }, nullptr,
+        /*zeroed=*/true, ReleaseMappedPages};
   }
 
   // Adapts a memory resource (e.g. Numatic's NumaNodeMemoryResource). The

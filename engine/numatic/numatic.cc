@@ -523,8 +523,9 @@ absl::StatusOr<RawAllocator> Numatic::NodeAllocator(int node) const {
                                                                        bytes);
       },
       *resource,
-      // Every allocation is a fresh anonymous mapping (Map).
-      /*zeroed=*/true};
+      // Every allocation is a fresh private anonymous mapping of base pages
+      // (Map), so it comes zeroed and its pages can be given back.
+      /*zeroed=*/true, RawAllocator::ReleaseMappedPages};
 }
 
 // ---- Free functions -------------------------------------------------------

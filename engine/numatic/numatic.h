@@ -256,7 +256,10 @@ class Numatic {
   // The memory resource of `node`, owned by this Numatic.
   absl::StatusOr<NumaNodeMemoryResource*> NodeResource(int node) const;
   // A RawAllocator placing memory on `node`. Its context is the node's
-  // NumaNodeMemoryResource, so it is valid as long as this Numatic.
+  // NumaNodeMemoryResource, so it is valid as long as this Numatic. Its
+  // allocations come zeroed, and Release gives their pages back
+  // (RawAllocator::ReleaseMappedPages; a page touched again is placed on
+  // `node` by the mapping's policy).
   absl::StatusOr<RawAllocator> NodeAllocator(int node) const;
 
  private:

@@ -442,6 +442,21 @@ TEST(NumaticTest, RawAllocatorPlacesOnItsNode) {
   allocator->Deallocate(p, 1000);
   EXPECT_EQ(numatic->MappedBytes(node), 0u);
   EXPECT_EQ(allocator->Allocate(size_t{1} << 50), nullptr);
+
+  // Release gives whole pages back (they read as zeros and are placed on
+  // the node again when touched); the allocation stays mapped.
+  const size_t page = GetPageSize();
+  auto* q = static_cast<unsigned char*>(allocator->Allocate(3 * page + 100));
+  ASSERT_NE(q, nullptr);
+  std::memset(q, 1, 3 * page + 100);
+  EXPECT_EQ(allocator->Release(q, 3 * page + 100), 3 * page)
+      << "the partial last page is kept";
+  EXPECT_EQ(q[0], 0);
+  EXPECT_EQ(q[3 * page - 1], 0);
+  EXPECT_EQ(q[3 * page], 1);
+  q[0] = 2;
+  EXPECT_EQ(*GetPageNode(q), node);
+  allocator->Deallocate(q, 3 * page + 100);
 }
 
 TEST(NumaticTest, RemoteDelayOnlyBetweenDifferentNodes) {

@@ -1,6 +1,7 @@
 // engine/cmap/internal/cmap_test_peer.h: test-only access to CMap's
 // internals (where a key landed, how far a probe walked, overflow counts, the
-// raw slot lock), for cmap_test and cmap_stress_test.
+// raw slot lock, a ResizableCMap's tables), for the tests and fuzz targets
+// of engine/cmap.
 //
 // Thread safety: each function is as safe as the CMap member it wraps; Lock,
 // Unlock and the counters may be used concurrently, the others are meant for
@@ -77,6 +78,21 @@ class CMapTestPeer {
     Word& seq = m.slots_[slot].seq;
     seq.store((seq.load(std::memory_order_relaxed) & ~kSeqMask) | sequence,
               std::memory_order_relaxed);
+  }
+  // ResizableCMap's tables (resizable_cmap.h): the old one (null when not
+  // growing) and the current one.
+  template <typename Resizable>
+  static auto* OldTable(const Resizable& m) {
+    return m.old_.load(std::memory_order_relaxed);
+  }
+  template <typename Resizable>
+  static auto* CurrentTable(const Resizable& m) {
+    return m.current_.load(std::memory_order_relaxed);
+  }
+  // The key a ResizableCMap's tables see for h.
+  template <typename Resizable>
+  static HashPair TableKey(const HashPair& h) {
+    return Resizable::TableKey(h);
   }
   template <typename Map>
   static bool Lock(Map& m, size_t slot, uint64_t* stable) {

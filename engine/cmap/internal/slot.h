@@ -223,13 +223,21 @@ inline bool TryLock(Word& seq, uint64_t* stable) {
   return true;
 }
 
-// Writer exit: odd -> the next even sequence, modulo 2^32, keeping the tail
-// the writer stored (or found). Release: publishes every store made inside;
-// pairs with readers' acquire loads of seq and with the next writer's
-// acquire CAS.
+// Writer exit: odd -> the next even sequence, modulo 2^32 but skipping 0,
+// keeping the tail the writer stored (or found). Release: publishes every
+// store made inside; pairs with readers' acquire loads of seq and with the
+// next writer's acquire CAS.
+//
+// Sequence 0 means "never written": only a slot no writer has entered, or
+// one whose pages were given back (RawAllocator::Release, which makes them
+// read as zeros), has it. So a reader whose R1 read a slot that held a key
+// can never read the same seq word again once the slot's memory is
+// released, and retries instead of taking the zeros as a value
+// (resizable_cmap.h, "Released tables").
 inline void Unlock(Word& seq, uint64_t stable) {
-  seq.store((seq.load(std::memory_order_relaxed) & ~kSeqMask) |
-                ((stable + 2) & kSeqMask),
+  uint64_t next = (stable + 2) & kSeqMask;
+  next += next == 0 ? 2 : 0;
+  seq.store((seq.load(std::memory_order_relaxed) & ~kSeqMask) | next,
             std::memory_order_release);
 }
 

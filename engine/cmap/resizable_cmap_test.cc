@@ -1,0 +1,362 @@
+// Unit tests for ResizableCMap: growth from empty, full and tombstoned
+// tables, every key readable with its latest value at every step of a
+// migration, Set/erase/UpdateInPlace while growing, admission across both
+// tables, refused growths, and released memory (RSS falls; a stale probe of
+// the released table misses). Single-threaded; resizable_cmap_stress_test
+// races readers against growth.
+#include "engine/cmap/resizable_cmap.h"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/cmap/internal/cmap_test_peer.h"
+#include "engine/cmap/internal/test_meta.h"
+#include "engine/common/error.h"
+#include "engine/common/hash_pair.h"
+#include "engine/common/raw_allocator.h"
+
+namespace furrballs {
+namespace {
+
+using cmap_internal::CMapTestPeer;
+
+using Meta = cmap_internal::TestMeta;
+using cmap_internal::Mix;
+
+Meta MakeMeta(uint64_t id, uint64_t version) {
+  return cmap_internal::MakeTestMeta(static_cast<uint32_t>(id),
+                                     static_cast<uint32_t>(version));
+}
+
+HashPair Key(uint64_t id) { return HashPair{Mix(id), Mix(id ^ 0x5555)}; }
+
+using Map = ResizableCMap<Meta>;
+
+// The map must answer exactly as `model` (key id -> version) for ids in
+// [0, ids).
+void ExpectMatches(const Map& m, const std::map<uint64_t, uint64_t>& model,
+                   uint64_t ids) {
+  for (uint64_t id = 0; id < ids; ++id) {
+    const std::optional<Meta> got = m.Find(Key(id));
+    const auto it = model.find(id);
+    if (it == model.end()) {
+      ASSERT_FALSE(got.has_value()) << "id " << id << " should be absent";
+    } else {
+      ASSERT_TRUE(got.has_value()) << "id " << id << " missing";
+      ASSERT_EQ(got->id, id);
+      ASSERT_EQ(got->version, it->second) << "id " << id;
+    }
+  }
+  ASSERT_EQ(m.size(), model.size());
+}
+
+// Inserts ids [0, n) at version 1, noting them in `model` if given.
+void Fill(Map& m, uint64_t n, std::map<uint64_t, uint64_t>* model = nullptr) {
+  for (uint64_t id = 0; id < n; ++id) {
+    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted) << id;
+    if (model != nullptr) (*model)[id] = 1;
+  }
+}
+
+// Where a key is while growing: 'o'ld table, 'n'ew table, or '-' neither.
+char WhereIs(const Map& m, uint64_t id) {
+  const HashPair k = CMapTestPeer::TableKey<Map>(Key(id));
+  const auto* old = CMapTestPeer::OldTable(m);
+  if (old != nullptr && old->Find(k).has_value()) return 'o';
+  if (CMapTestPeer::CurrentTable(m)->Find(k).has_value()) return 'n';
+  return '-';
+}
+
+TEST(ResizableCMapTest, GrowsWhileEmpty) {
+  Map m(16, RawAllocator::Default());
+  ASSERT_TRUE(m.ok());
+  EXPECT_FALSE(m.growing());
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(32, RawAllocator::Default())),
+            Error::kOk);
+  EXPECT_TRUE(m.growing());
+  EXPECT_EQ(m.capacity(), 32u);
+  EXPECT_EQ(m.MigrateSome(64), 0u);
+  EXPECT_FALSE(m.growing());
+  Fill(m, 32);
+  EXPECT_EQ(m.Set(Key(32), MakeMeta(32, 1)).err, Error::kCacheFull);
+  EXPECT_EQ(m.size(), 32u);
+  EXPECT_EQ(m.ReleaseRetired(), 0u) << "the default allocator keeps memory";
+}
+
+// A full table grows; at every step of the migration (7 keys at a time)
+// every key reads its value, and the keys left in the old table shrink to 0.
+TEST(ResizableCMapTest, GrowsWhenFullEveryKeyReadableAtEveryStep) {
+  Map m(100, RawAllocator::Default());
+  std::map<uint64_t, uint64_t> model;
+  for (uint64_t id = 0; id < 100; ++id) {
+    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, id + 1)).inserted);
+    model[id] = id + 1;
+  }
+  ASSERT_EQ(m.Set(Key(100), MakeMeta(100, 1)).err, Error::kCacheFull);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(200, RawAllocator::Default())),
+            Error::kOk);
+  EXPECT_EQ(m.capacity(), 200u);
+  ExpectMatches(m, model, 120);
+  size_t left = 100;
+  int calls = 0;
+  while (m.growing()) {
+    const size_t now = m.MigrateSome(7);
+    ASSERT_LE(now, left);
+    ASSERT_GE(now + 7, left) << "moved more than asked";
+    left = now;
+    ++calls;
+    ExpectMatches(m, model, 120);
+  }
+  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(calls, 15) << "100 keys, 7 a call";
+  for (uint64_t id = 100; id < 200; ++id) {
+    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted);
+    model[id] = 1;
+  }
+  EXPECT_EQ(m.Set(Key(200), MakeMeta(200, 1)).err, Error::kCacheFull);
+  ExpectMatches(m, model, 210);
+}
+
+// Tombstones in the old table are skipped, erased keys stay erased.
+TEST(ResizableCMapTest, GrowsWithDeletedSlots) {
+  Map m(64, RawAllocator::Default());
+  std::map<uint64_t, uint64_t> model;
+  Fill(m, 64, &model);
+  for (uint64_t id = 0; id < 64; id += 2) {
+    ASSERT_EQ(m.FindAndEraseByHash(Key(id)).err, Error::kOk);
+    model.erase(id);
+  }
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(128, RawAllocator::Default())),
+            Error::kOk);
+  while (m.MigrateSome(5) > 0) ExpectMatches(m, model, 64);
+  ExpectMatches(m, model, 64);
+}
+
+// While growing: an overwrite updates the key where it is, an insert goes
+// to the new table, an erase removes from either, and an erased key that
+// comes back lands in the new table.
+TEST(ResizableCMapTest, SetAndEraseWhileGrowing) {
+  Map m(64, RawAllocator::Default());
+  std::map<uint64_t, uint64_t> model;
+  Fill(m, 64, &model);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(256, RawAllocator::Default())),
+            Error::kOk);
+  m.MigrateSome(20);
+  std::vector<uint64_t> in_old, in_new;
+  for (uint64_t id = 0; id < 64; ++id) {
+    (WhereIs(m, id) == 'o' ? in_old : in_new).push_back(id);
+  }
+  ASSERT_EQ(in_new.size(), 20u);
+  ASSERT_EQ(in_old.size(), 44u);
+
+  // Overwrites stay where the key is.
+  for (uint64_t id : {in_old[0], in_new[0]}) {
+    const char before = WhereIs(m, id);
+    const CMapSetResult r = m.Set(Key(id), MakeMeta(id, 7));
+    ASSERT_EQ(r.err, Error::kOk);
+    EXPECT_FALSE(r.inserted);
+    EXPECT_EQ(WhereIs(m, id), before);
+    model[id] = 7;
+  }
+  // Erases from either table.
+  for (uint64_t id : {in_old[1], in_new[1]}) {
+    const FindAndEraseResult<Meta> r = m.FindAndEraseByHash(Key(id));
+    ASSERT_EQ(r.err, Error::kOk);
+    EXPECT_EQ(r.value->id, id);
+    EXPECT_EQ(WhereIs(m, id), '-');
+    model.erase(id);
+  }
+  EXPECT_EQ(m.FindAndEraseByHash(Key(in_old[1])).err, Error::kKeyNotFound);
+  // Inserts, new keys and returning ones, go to the new table.
+  for (uint64_t id : {uint64_t{1000}, in_old[1]}) {
+    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 9)).inserted);
+    EXPECT_EQ(WhereIs(m, id), 'n');
+    model[id] = 9;
+  }
+  ExpectMatches(m, model, 1001);
+  while (m.MigrateSome(16) > 0) ExpectMatches(m, model, 1001);
+  ExpectMatches(m, model, 1001);
+}
+
+// UpdateInPlace while growing reaches the key in either table, and a value
+// updated before its move is what the new table holds after it.
+TEST(ResizableCMapTest, UpdateInPlaceWhileGrowing) {
+  Map m(64, RawAllocator::Default());
+  std::map<uint64_t, uint64_t> model;
+  Fill(m, 64, &model);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(128, RawAllocator::Default())),
+            Error::kOk);
+  do {
+    for (uint64_t id = 0; id < 64; ++id) {
+      int calls = 0;
+      ASSERT_EQ(m.UpdateInPlace(Key(id),
+                                [&](Meta& v) {
+                                  ++calls;
+                                  ++v.version;
+                                }),
+                Error::kOk);
+      EXPECT_EQ(calls, 1);
+      ++model[id];
+    }
+    ExpectMatches(m, model, 64);
+  } while (m.MigrateSome(9) > 0);
+  ExpectMatches(m, model, 64);
+  EXPECT_EQ(m.UpdateInPlace(Key(500), [](Meta&) { FAIL(); }),
+            Error::kKeyNotFound);
+}
+
+// A slot held by an UpdateInPlace is not moved: MigrateSome leaves it for
+// the next call, and the update's result is what moves.
+TEST(ResizableCMapTest, MigrationSkipsASlotHeldByAnUpdate) {
+  Map m(16, RawAllocator::Default());
+  ASSERT_TRUE(m.Set(Key(1), MakeMeta(1, 1)).inserted);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(32, RawAllocator::Default())),
+            Error::kOk);
+  ASSERT_EQ(m.UpdateInPlace(Key(1),
+                            [&](Meta& v) {
+                              EXPECT_EQ(m.MigrateSome(64), 1u)
+                                  << "moved a slot an update holds";
+                              v.version = 5;
+                            }),
+            Error::kOk);
+  EXPECT_EQ(WhereIs(m, 1), 'o');
+  EXPECT_EQ(m.MigrateSome(64), 0u);
+  EXPECT_EQ(WhereIs(m, 1), 'n');
+  EXPECT_EQ(m.Find(Key(1))->version, 5u);
+}
+
+// While growing, admission counts both tables against the new capacity.
+TEST(ResizableCMapTest, AdmissionCountsBothTables) {
+  Map m(100, RawAllocator::Default());
+  Fill(m, 100);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(150, RawAllocator::Default())),
+            Error::kOk);
+  for (uint64_t id = 100; id < 150; ++id) {
+    ASSERT_TRUE(m.Set(Key(id), MakeMeta(id, 1)).inserted) << id;
+  }
+  EXPECT_EQ(m.size(), 150u);
+  EXPECT_EQ(m.Set(Key(150), MakeMeta(150, 1)).err, Error::kCacheFull)
+      << "the new table alone holds only 50";
+  EXPECT_EQ(m.Set(Key(3), MakeMeta(3, 2)).err, Error::kOk)
+      << "an overwrite is not an admission";
+  while (m.MigrateSome(32) > 0) {
+  }
+  EXPECT_EQ(m.size(), 150u);
+  EXPECT_EQ(m.Set(Key(150), MakeMeta(150, 1)).err, Error::kCacheFull);
+}
+
+TEST(ResizableCMapTest, RefusesASecondOrSmallerGrowth) {
+  Map m(100, RawAllocator::Default());
+  const RawAllocator a = RawAllocator::Default();
+  EXPECT_EQ(m.BeginGrow(nullptr), Error::kInvalidArgument);
+  EXPECT_EQ(m.BeginGrow(Map::AllocateTable(100, a)),
+            Error::kInvalidArgument);
+  EXPECT_EQ(m.BeginGrow(Map::AllocateTable(50, a)),
+            Error::kInvalidArgument);
+  RawAllocator failing = a;
+  failing.allocate = [](void*, size_t) -> void* { return nullptr; };
+  EXPECT_EQ(m.BeginGrow(Map::AllocateTable(200, failing)),
+            Error::kAllocationFailed);
+  EXPECT_FALSE(m.growing());
+  ASSERT_EQ(m.Set(Key(1), MakeMeta(1, 1)).err, Error::kOk);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(200, a)), Error::kOk);
+  EXPECT_EQ(m.BeginGrow(Map::AllocateTable(400, a)),
+            Error::kInvalidArgument);
+  EXPECT_EQ(m.capacity(), 200u);
+  while (m.MigrateSome(1) > 0) {
+  }
+  EXPECT_EQ(m.BeginGrow(Map::AllocateTable(400, a)), Error::kOk)
+      << "a growth may follow a finished one";
+}
+
+TEST(ResizableCMapTest, InertWhenTheFirstTableFails) {
+  RawAllocator failing = RawAllocator::Default();
+  failing.allocate = [](void*, size_t) -> void* { return nullptr; };
+  Map m(100, failing);
+  EXPECT_EQ(m.status(), Error::kAllocationFailed);
+  EXPECT_FALSE(m.Find(Key(1)).has_value());
+  EXPECT_EQ(m.Set(Key(1), MakeMeta(1, 1)).err, Error::kAllocationFailed);
+  EXPECT_EQ(m.BeginGrow(Map::AllocateTable(200, RawAllocator::Default())),
+            Error::kInvalidArgument);
+}
+
+// Grows five times in a row with inserts between the steps.
+TEST(ResizableCMapTest, GrowsRepeatedly) {
+  Map m(64, RawAllocator::Mapped());
+  std::map<uint64_t, uint64_t> model;
+  uint64_t next = 0;
+  size_t released = 0;
+  for (size_t cap = 64; cap <= 1024; cap *= 2) {
+    while (model.size() < cap) {
+      ASSERT_TRUE(m.Set(Key(next), MakeMeta(next, next)).inserted);
+      model[next] = next;
+      ++next;
+    }
+    ASSERT_EQ(m.BeginGrow(Map::AllocateTable(cap * 2, RawAllocator::Mapped())),
+              Error::kOk);
+    while (m.MigrateSome(3) > 0) {
+      ASSERT_TRUE(m.Set(Key(next), MakeMeta(next, next)).inserted);
+      model[next] = next;
+      ++next;
+      ExpectMatches(m, model, next + 4);
+    }
+    released += m.ReleaseRetired();
+  }
+  ExpectMatches(m, model, next + 4);
+  // Only whole pages are released: the 64-key table's slots fit in one.
+  EXPECT_GT(released, 0u);
+}
+
+size_t RssBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  size_t pages = 0, resident = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%zu %zu", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The retired table's pages leave the RSS; a stale probe of it (a reader
+// that loaded the table before it was retired) misses every key, without a
+// fault, and the slots it held read as never written (seq 0), which a
+// reader that was inside such a slot takes as "changed".
+TEST(ResizableCMapTest, ReleaseRetiredGivesPagesBackAndStaleProbesMiss) {
+  constexpr uint64_t kKeys = 100'000;  // a 4.3 MiB table
+  Map m(kKeys, RawAllocator::Mapped());
+  Fill(m, kKeys);
+  const auto* stale = CMapTestPeer::CurrentTable(m);
+  const HashPair k0 = CMapTestPeer::TableKey<Map>(Key(0));
+  const size_t slot = CMapTestPeer::SlotOf(*stale, k0);
+  EXPECT_NE(CMapTestPeer::Seq(*stale, slot) & 0xffffffff, 0u);
+
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(2 * kKeys, RawAllocator::Mapped())),
+            Error::kOk);
+  while (m.MigrateSome(64) > 0) {
+  }
+  const size_t before = RssBytes();
+  const size_t released = m.ReleaseRetired();
+  const size_t after = RssBytes();
+  EXPECT_GE(released, Map::BytesFor(kKeys) - 2 * 4096);
+  EXPECT_GE(before - after, released * 9 / 10)
+      << "RSS " << before << " -> " << after << " bytes";
+  EXPECT_EQ(m.ReleaseRetired(), 0u) << "released twice";
+
+  EXPECT_EQ(CMapTestPeer::Seq(*stale, slot), 0u);
+  for (uint64_t id = 0; id < kKeys; id += 97) {
+    const HashPair k = CMapTestPeer::TableKey<Map>(Key(id));
+    ASSERT_FALSE(stale->Find(k).has_value()) << id;
+    ASSERT_EQ(m.Find(Key(id))->id, id);
+  }
+  EXPECT_EQ(m.size(), kKeys);
+}
+
+}  // namespace
+}  // namespace furrballs
