@@ -10,7 +10,7 @@ furrballs_batched (16 concurrent callers of one client per connection),
 furrballs_multi (MultiGet + MultiSet per 16), furrballs (16 async unary
 calls) and redis, the targets of a cell back to back and the whole list
 repeated --rounds times (interleaved rounds). Also the server CPU per key
-operation of each cell (utime + stime of the server over the cell / its ops;
+operation of each cell (CPU time of the server over the cell / its ops;
 the Furrballs clients share one server, so its CPU is read per target run).
 Writes driver.jsonl, cpu.jsonl and report.md to --out.
 
@@ -127,7 +127,7 @@ def write_report(args, facts, rows):
          "(clients/cpp, its defaults: automatic batching on one stream) per connection.",
          "- `furrballs_multi`: one MultiGet + one MultiSet per 16; `furrballs`: 16 async "
          "unary calls (batching off); `redis`: hiredis, 16 commands pipelined.",
-         "- Server CPU per op: utime + stime of the server process over the target's run "
+         "- Server CPU per op: CPU time (user + system) of the server process over the target's run "
          "(warm-up included, counted at the measured rate) / its operations.",
          "",
          "Machine: %s, %s CPUs, load average %s at the start and %s at the end "

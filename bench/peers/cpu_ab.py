@@ -7,8 +7,8 @@ in the same rounds as the yardstick.
 
 Per config and round: the Batch stream through the CLI's automatic batching
 with --callers concurrent callers (each value a cell), and unary Get via ghz
-(16 calls over 4 connections). Per cell: server CPU per key op (utime +
-stime of the server process from /proc over the load / key ops), operations
+(16 calls over 4 connections). Per cell: server CPU per key op (CPU time,
+user + system, of the server process over the load / key ops), operations
 per Batch message (the server's furrballs_requests_total{op="batch"}
 scraped before and after), CPU and context switches (all the server's
 threads, /proc/PID/task/*/status) per message, throughput and the CLI's

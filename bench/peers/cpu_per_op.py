@@ -4,8 +4,8 @@ C++ client's automatic batching, 16 and 64 concurrent callers; unary Get via
 ghz, 16 concurrent calls) against Redis (redis-benchmark -P 16, 16 clients),
 in one run, rounds interleaved (issue 14, goals).
 
-CPU per key op = (utime + stime of the server process over the load, from
-/proc/PID/stat) / key operations of the load. On a shared machine this is
+CPU per key op = (CPU time of the server process over the load, user +
+system, servers.cpu_seconds) / key operations of the load. On a shared machine this is
 steadier than throughput: other processes' load changes how long the run
 takes, much less what each operation costs the server. The load average is
 recorded with every cell.

@@ -696,7 +696,7 @@ def write_report(out_dir, mode, cfg, facts, loads, command, elapsed, finished=No
              "below).")
     L.append("- %d round(s) of every cell, interleaved (each round runs every cell and "
              "system once); tables give medians over rounds. Server CPU per key op = "
-             "utime + stime of the server process (/proc/PID/stat) over the whole cell, "
+             "CPU time (user + system) of the server process over the whole cell, "
              "warm-up included, divided by the operations run in it (fills not counted)."
              % cfg.get("rounds", 1))
     L.append("- YCSB 0.17.0 core with the bindings in bench/ycsb: %d records of 10 x 100 B "

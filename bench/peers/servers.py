@@ -72,11 +72,14 @@ def rss_bytes(pid):
 
 
 def cpu_seconds(pid):
-    """utime + stime of process pid (all its threads), from /proc/PID/stat."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of process pid (user + system, all its threads, those ended
+    included), from its CPU-time clock (clock_getcpuclockid(pid), which Linux
+    encodes as ((~pid) << 3) | 2 and lets any process read). The same total
+    as utime + stime in /proc/PID/stat, which the kernel derives from it, but
+    in nanoseconds where /proc counts 10 ms ticks: a Batch cell of 150,000
+    ops at 0.6 us per op is 9 ticks, so one tick more or less moved a
+    cell's figure by 11%."""
+    return time.clock_gettime(((~pid) << 3) | 2)
 
 
 def load_average():

@@ -97,7 +97,6 @@ class BatchStream final
       }
       ++delivering_;
     }
-    StartRead(&incoming_);
     Deliver(response, callbacks);
     // The next batch goes once the answers are handed out: the callers they
     // release (woken while Deliver runs, or submitting from their callback)
@@ -112,6 +111,9 @@ class BatchStream final
       if (next == nullptr) writes_done = TakeWritesDoneLocked();
     }
     if (next != nullptr) StartWrite(next);
+    // After the write, so that the window update that posting a read sends
+    // rides with it (batcher.h); an answer that comes first waits in gRPC.
+    StartRead(&incoming_);
     if (writes_done) StartWritesDone();
   }
 

@@ -18,9 +18,14 @@
 //     rather than the first of them going alone. At most
 //     max_ops operations go in one message; a full batch is sent as soon as
 //     the stream allows.
-//   - One read is always outstanding; each BatchResponse is matched to its
-//     batch by id and its results handed to the operations' callbacks in
-//     order, outside the lock.
+//   - One read is outstanding, except while an answer is handed out: each
+//     BatchResponse is matched to its batch by id and its results handed to
+//     the operations' callbacks in order, outside the lock; the next read is
+//     posted after the next batch's write. gRPC 1.51 writes the window
+//     updates for the answer read when the next read is posted: posted
+//     first, they went in a write of their own, the server received two
+//     segments per message and its kernel acked each at once
+//     (docs/service_bench.md).
 //   - OnDone (the stream ended: an error, or the close at destruction) fails
 //     every operation still waiting with the stream's status (UNAVAILABLE if
 //     it ended OK) and marks the stream dead; the next Submit on that slot

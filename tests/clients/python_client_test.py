@@ -243,6 +243,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_threads(count: int, work) -> None:
+    """Runs work(t) for t in range(count), each on its own thread, and
+    waits for all of them."""
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(count)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
 class BatchingTest(unittest.TestCase):
     """What reaches the server, read from its request counters
     (furrballs_requests_total on its metrics port)."""
@@ -299,11 +309,7 @@ class BatchingTest(unittest.TestCase):
                     except fb.FurrballsError as err:
                         failures.append(f"{key}: {err}")
 
-            workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-            for w in workers:
-                w.start()
-            for w in workers:
-                w.join()
+            run_threads(threads, work)
         self.assertEqual(failures, [])
         messages = self.requests("batch") - messages0
         unary = self.unary_requests() - unary0
@@ -312,6 +318,36 @@ class BatchingTest(unittest.TestCase):
         self.assertGreater(messages, 0)
         self.assertLess(messages + unary, ops,
                         f"{messages} messages and {unary} unary calls for {ops} ops")
+
+    def test_callers_released_by_one_answer_go_together(self) -> None:
+        # 16 threads of 50 gets each, all batched. The callers one answer
+        # releases must share the next message: about one message per round
+        # (51 here), where a batcher that sends the next message before it
+        # hands out the answers sends it with whatever filled meanwhile and
+        # the released callers wait a round trip for the one after.
+        threads, rounds = 16, 50
+        failures: List[str] = []
+        with fb.Client(self.server.target, timeout=10.0,
+                       batch_lone_calls=True) as client:
+            client.set("pb-chain", "v")
+            messages0 = self.requests("batch")
+            start = threading.Barrier(threads)
+
+            def work(_: int) -> None:
+                start.wait()
+                for _ in range(rounds):
+                    try:
+                        e = client.get("pb-chain")
+                        if e is None or e.value != b"v":
+                            failures.append(f"read {e}")
+                    except fb.FurrballsError as err:
+                        failures.append(str(err))
+
+            run_threads(threads, work)
+        self.assertEqual(failures, [])
+        messages = self.requests("batch") - messages0
+        self.assertLessEqual(messages, rounds + rounds // 5,
+                             f"{messages} messages for {threads * rounds} ops")
 
     def test_lone_caller_goes_unary(self) -> None:
         messages0, unary0 = self.requests("batch"), self.unary_requests()

@@ -12,11 +12,22 @@ lone caller is never delayed, and there is no timer.
 
 Protocol, per stream (all state under the stream's lock):
   - An operation joins the stream's filling batch. If no batch of the stream
-    is awaiting its answer, the caller takes the filling batch and sends it
-    at once; otherwise it only waits, and the stream's reader thread sends
-    the filled batch when the answer to the one in flight arrives (while one
-    batch is in flight the next one fills). At most max_ops operations go in
-    one message; the rest wait for the next.
+    is awaiting its answer (nor its answer being handed out, below), the
+    caller takes the filling batch and sends it at once; otherwise it only
+    waits, and the stream's reader thread sends the filled batch after the
+    answer to the one in flight (while one batch is in flight the next one
+    fills). At most max_ops operations go in one message; the rest wait for
+    the next.
+  - The next message goes only once the callers an answer released have
+    taken their results: the reader hands the answer out, then waits until
+    each of those callers has woken (and, having the GIL from then until it
+    blocks again, usually submitted its next operation) before it sends what
+    filled. Sending first would carry only what filled during the round
+    trip, and the released callers would wait a round trip for the message
+    after it (16 threads: messages alternated ~1 and ~15 operations). A
+    caller always wakes at once (its event is set), so the reader's wait
+    ends without a timer; a caller that gave up on its deadline before the
+    answer came is not waited for.
   - Every caller waits for its own operation on its own event, until its own
     deadline: a silent server fails it with DEADLINE_EXCEEDED then, as a
     unary call would, and a later answer is dropped. The message carries the
@@ -51,7 +62,8 @@ MAX_OPS = 1024
 class _Op:
     """One operation and, once answered, its result."""
 
-    __slots__ = ("request", "method", "answered", "response", "error")
+    __slots__ = ("request", "method", "answered", "response", "error", "handed_out",
+                 "given_up")
 
     def __init__(self, request: pb.PipelineRequest, method: str) -> None:
         self.request = request
@@ -59,6 +71,10 @@ class _Op:
         self.answered = threading.Event()
         self.response: Optional[pb.PipelineResponse] = None
         self.error: Optional[FurrballsError] = None
+        # Under the stream's lock: its answer came and the reader waits for
+        # its caller to take it; or its caller stopped waiting without one.
+        self.handed_out = False
+        self.given_up = False
 
     def fail(self, error: FurrballsError) -> None:
         self.error = error
@@ -72,6 +88,10 @@ class _Stream:
                  max_ops: int) -> None:
         self._max_ops = max_ops
         self._lock = threading.Lock()
+        # Callers of handed-out operations that have not yet taken their
+        # results; the reader waits on _all_taken until there are none.
+        self._released = 0
+        self._all_taken = threading.Condition(self._lock)
         self._filling: List[_Op] = []
         self._filling_deadline = 0.0  # time.monotonic(); latest of _filling
         self._in_flight: Optional[List[_Op]] = None  # awaiting its answer
@@ -99,6 +119,19 @@ class _Stream:
             self._requests.put(request)
         return True
 
+    def take(self, op: _Op) -> bool:
+        """Called by op's caller once it stops waiting, answered or not:
+        whether op has its result (its response or error)."""
+        with self._lock:
+            if op.handed_out:
+                self._released -= 1
+                if self._released == 0:
+                    self._all_taken.notify()
+                return True
+            op.given_up = True
+            # Failed when the stream ended, or not answered at all.
+            return op.answered.is_set()
+
     def close(self) -> None:
         """Half-closes the stream once what was taken is sent."""
         self._requests.put(None)
@@ -108,7 +141,8 @@ class _Stream:
 
     def _take_locked(self) -> Optional[pb.BatchRequest]:
         """The next message to send, if one may go now (REQUIRES: _lock)."""
-        if self._in_flight is not None or not self._filling or self.dead:
+        if (self._in_flight is not None or self._released or not self._filling
+                or self.dead):
             return None
         batch = self._filling[:self._max_ops]
         del self._filling[:self._max_ops]
@@ -138,27 +172,44 @@ class _Stream:
             op.fail(error_for(error.code, error.message, op.method))
 
     def _answer(self, response: pb.BatchResponse) -> None:
+        released: List[_Op] = []
         with self._lock:
-            batch = None
+            # An id we never sent has nobody to go to; dropping it is all we
+            # can do.
             if self._in_flight is not None and response.id == self._in_flight_id:
                 batch, self._in_flight = self._in_flight, None
+                for i, op in enumerate(batch):
+                    if op.given_up:
+                        continue
+                    self._settle(op, i, response, len(batch))
+                    op.handed_out = True
+                    released.append(op)
+                self._released += len(released)
+        for op in released:
+            op.answered.set()
+        with self._lock:
+            # Waiting here gives up the GIL to the callers just woken.
+            while self._released:
+                self._all_taken.wait()
             request = self._take_locked()
         if request is not None:
             self._requests.put(request)
-        # An id we never sent has nobody to go to; dropping it is all we can do.
-        for i, op in enumerate(batch or ()):
-            if response.code != 0:
-                op.fail(error_from_number(response.code, response.message, op.method))
-            elif i >= len(response.results):
-                op.fail(error_for(grpc.StatusCode.INTERNAL,
-                                  f"the server answered {len(response.results)} "
-                                  f"of {len(batch)} operations", op.method))
-            elif response.results[i].code != 0:
-                r = response.results[i]
-                op.fail(error_from_number(r.code, r.message, op.method))
-            else:
-                op.response = response.results[i]
-                op.answered.set()
+
+    @staticmethod
+    def _settle(op: _Op, i: int, response: pb.BatchResponse, sent: int) -> None:
+        """Sets op's result from the answer to its message (op is its i-th
+        of `sent` operations)."""
+        if response.code != 0:
+            op.error = error_from_number(response.code, response.message, op.method)
+        elif i >= len(response.results):
+            op.error = error_for(grpc.StatusCode.INTERNAL,
+                                 f"the server answered {len(response.results)} "
+                                 f"of {sent} operations", op.method)
+        elif response.results[i].code != 0:
+            r = response.results[i]
+            op.error = error_from_number(r.code, r.message, op.method)
+        else:
+            op.response = response.results[i]
 
 
 class Batcher:
@@ -225,12 +276,19 @@ class Batcher:
         # A stream can end between being picked and taking the op; the second
         # try gets a new one.
         for _ in range(2):
-            if self._stream(slot).submit(op, deadline):
+            stream = self._stream(slot)
+            if stream.submit(op, deadline):
                 break
         else:
             raise error_for(grpc.StatusCode.UNAVAILABLE, "Batch stream could not be opened",
                             op.method)
-        if not op.answered.wait(max(0.0, deadline - time.monotonic())):
+        try:
+            op.answered.wait(max(0.0, deadline - time.monotonic()))
+        finally:
+            # Even when interrupted: the reader waits for every caller it
+            # released to take its result.
+            answered = stream.take(op)
+        if not answered:
             raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", op.method)
         if op.error is not None:
             raise op.error

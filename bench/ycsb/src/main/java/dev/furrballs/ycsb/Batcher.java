@@ -11,15 +11,23 @@
 // message. So a lone caller is not delayed, and there is no timer.
 //
 // Protocol, per stream (state under its lock): an operation joins the
-// filling batch; if no batch of the stream awaits its answer, the caller
-// sends the filling batch at once, otherwise the thread that delivers the
-// answer to the batch in flight sends it (while one batch is in flight the
-// next fills). Sends go through sendLock, since a gRPC StreamObserver must
-// not be called from two threads at once. Every caller waits for its own
-// operation until its own deadline (DEADLINE_EXCEEDED then, as a unary call
-// would; a later answer is dropped). When the stream ends, every operation
-// still waiting fails with its status (UNAVAILABLE if it ended OK), and the
-// next call on that slot opens a new stream.
+// filling batch; if no batch of the stream awaits its answer (nor callers
+// released by the last answer have yet to take their results), the caller
+// sends the filling batch at once; otherwise the batch is sent after the
+// answer to the batch in flight (while one batch is in flight the next
+// fills), once every caller that answer released has woken and taken its
+// result: the last of them sends it, or the thread that delivered the answer
+// if they were all quicker. So the callers one answer releases (each of
+// which submits its next operation as soon as it wakes) share the next
+// message, instead of it carrying only what filled during the round trip
+// while they wait a round trip for the one after. A caller whose deadline
+// passed before the answer is not waited for. No timer: every caller waited
+// for has its answer. Sends go through sendLock, since a gRPC
+// StreamObserver must not be called from two threads at once. Every caller
+// waits for its own operation until its own deadline (DEADLINE_EXCEEDED
+// then, as a unary call would; a later answer is dropped). When the stream
+// ends, every operation still waiting fails with its status (UNAVAILABLE if
+// it ended OK), and the next call on that slot opens a new stream.
 //
 // A Get whose value did not fit its Batch answer (the server's per-op
 // RESOURCE_EXHAUSTED naming --max_response_bytes, service/response_budget.h)
@@ -126,9 +134,13 @@ final class Batcher {
     int slot = Math.floorMod(nextSlot.getAndIncrement(), slots.length);
     // A stream can end between being picked and taking the op; the second
     // try gets a new one.
-    if (!stream(slot).submit(p, deadline) && !stream(slot).submit(p, deadline)) {
-      throw Status.UNAVAILABLE.withDescription("Batch stream could not be opened")
-          .asRuntimeException();
+    Stream s = stream(slot);
+    if (!s.submit(p, deadline)) {
+      s = stream(slot);
+      if (!s.submit(p, deadline)) {
+        throw Status.UNAVAILABLE.withDescription("Batch stream could not be opened")
+            .asRuntimeException();
+      }
     }
     try {
       return p.result.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
@@ -139,6 +151,8 @@ final class Batcher {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw Status.CANCELLED.withDescription("interrupted").asRuntimeException();
+    } finally {
+      s.taken(p);
     }
   }
 
@@ -156,6 +170,10 @@ final class Batcher {
   private static final class Pending {
     final PipelineRequest op;
     final CompletableFuture<PipelineResponse> result = new CompletableFuture<>();
+    // Guarded by its stream's lock: an answer came and the stream waits for
+    // the caller to take it; or the caller stopped waiting before that.
+    boolean released;
+    boolean gone;
 
     Pending(PipelineRequest op) {
       this.op = op;
@@ -177,6 +195,7 @@ final class Batcher {
     private long awaitingId;
     private long nextId = 1;
     private boolean dead;
+    private int released;  // callers an answer released, result not yet taken
 
     Stream() {
       requests = ClientCalls.asyncBidiStreamingCall(channel.newCall(BATCH, CallOptions.DEFAULT),
@@ -211,9 +230,25 @@ final class Batcher {
       }
     }
 
+    // p's caller stopped waiting, answered or not; the last released caller
+    // to take its result sends what filled meanwhile.
+    void taken(Pending p) {
+      BatchRequest next = null;
+      synchronized (lock) {
+        if (!p.released) {
+          p.gone = true;
+          return;
+        }
+        p.released = false;
+        released--;
+        next = takeLocked();
+      }
+      send(next);
+    }
+
     // The next message to send, if one may go now. REQUIRES: lock held.
     private BatchRequest takeLocked() {
-      if (awaiting != null || filling.isEmpty() || dead) {
+      if (awaiting != null || released != 0 || filling.isEmpty() || dead) {
         return null;
       }
       int n = Math.min(filling.size(), MAX_OPS);
@@ -244,15 +279,19 @@ final class Batcher {
     @Override
     public void onNext(BatchResponse response) {
       List<Pending> batch = null;
-      BatchRequest next;
       synchronized (lock) {
         if (awaiting != null && response.getId() == awaitingId) {
           batch = awaiting;
           awaiting = null;
+          // Counted before any of them can wake and take its result.
+          for (Pending p : batch) {
+            if (!p.gone) {
+              p.released = true;
+              released++;
+            }
+          }
         }
-        next = takeLocked();
       }
-      send(next);
       if (batch == null) {
         return;  // an id we never sent: nobody to give it to
       }
@@ -270,6 +309,12 @@ final class Batcher {
           p.result.complete(response.getResults(i));
         }
       }
+      // If every caller has already taken its result, nobody else sends.
+      BatchRequest next;
+      synchronized (lock) {
+        next = takeLocked();
+      }
+      send(next);
     }
 
     @Override
