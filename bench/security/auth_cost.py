@@ -28,16 +28,11 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench", "peers"))
+from servers import cpu_seconds  # noqa: E402,F401  (nanosecond process CPU clock)
 TOKEN = "bench-0123456789abcdef0123456789abcdef"
 KEY = base64.b64encode(b"auth-cost-key").decode()
 MODES = ["plaintext", "plaintext+tokens", "tls", "tls+tokens"]
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # After the command name: state is field 3, utime and stime 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_server(binary, mode, certs, tokens, extra_flags=()):
