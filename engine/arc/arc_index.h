@@ -234,7 +234,7 @@ class ArcIndex {
   }
 
   // True from BeginGrow until TakeRetired after the migration.
-  bool growing() const { return old_.buckets != 0; }
+  bool growing() const { return old_.data != nullptr; }
 
   // After MigrateSome returned true: the old table's memory, for the caller
   // to free with no lock held ({nullptr, 0} if there is none). Ends growth.

@@ -238,7 +238,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Growth of c: at a quarter of the trace c doubles, at half it grows to
-// 3c + 1 (not a doubling); each index rehash is spread over many accesses
+// 3 * 2c + 1 (not a doubling); each index rehash is spread over many accesses
 // (one entry moved per access), so accesses run against both index tables.
 // Hits, evictions and p match the reference (which grows c at the same
 // points) at every step, and the cache fills to its new c.
@@ -301,8 +301,8 @@ TEST(ArcPolicyTest, RandomGrowthsMatchTheReference) {
 }
 
 // A growth allocates with no lock needed and then nothing more: the new
-// blocks, directory and index; its retired memory is exactly the old index
-// table and directory; nothing is allocated by the steps.
+// arena, records and index; its retired memory is exactly the old ones;
+// nothing is allocated or freed by the steps.
 TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
   struct Counts {
     int allocations = 0;
@@ -335,7 +335,7 @@ TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
             absl::StatusCode::kInvalidArgument);
   absl::StatusOr<ArcPolicy::Growth> g = arc->AllocateGrowth(7000);
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(n.allocations, 4 + 4);  // blocks, directory, index
+  EXPECT_EQ(n.allocations, 3 + 3);  // arena, records, index
   EXPECT_EQ(n.bytes, ArcFlatLists<>::GrowthPeakBytes(3000, 7000));
   arc->BeginGrow(*std::move(g));
   EXPECT_EQ(arc->capacity(), 7000u);
@@ -346,7 +346,7 @@ TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
   }
   while (!arc->GrowStep(4)) {
   }
-  EXPECT_EQ(n.allocations, 8);
+  EXPECT_EQ(n.allocations, 6);
   EXPECT_EQ(n.deallocations, 0);
   {
     RetiredMemory retired;
@@ -355,7 +355,7 @@ TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
     EXPECT_EQ(retired.bytes(), ArcFlatLists<>::GrowthPeakBytes(3000, 7000) -
                                    ArcFlatLists<>::BytesFor(7000));
   }
-  EXPECT_EQ(n.deallocations, 2);
+  EXPECT_EQ(n.deallocations, 3);
   EXPECT_EQ(n.bytes, ArcFlatLists<>::BytesFor(7000));
   EXPECT_EQ(arc->memory_bytes(), ArcFlatLists<>::BytesFor(7000));
 }
@@ -363,7 +363,7 @@ TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
 // An allocation failure during AllocateGrowth changes nothing.
 TEST(ArcPolicyTest, AFailedGrowthChangesNothing) {
   struct Budget {
-    int left = 4;
+    int left = 3;
   } budget;
   RawAllocator limited{
       [](void* ctx, size_t bytes) -> void* {
@@ -379,7 +379,7 @@ TEST(ArcPolicyTest, AFailedGrowthChangesNothing) {
       &budget};
   absl::StatusOr<ArcPolicy> arc = ArcPolicy::Create(2000, limited);
   ASSERT_TRUE(arc.ok());
-  for (int allowed = 0; allowed < 4; ++allowed) {
+  for (int allowed = 0; allowed < 3; ++allowed) {
     budget.left = allowed;
     absl::StatusOr<ArcPolicy::Growth> g = arc->AllocateGrowth(5000);
     EXPECT_EQ(g.status().code(), absl::StatusCode::kResourceExhausted);
@@ -479,12 +479,11 @@ TEST(ArcPolicyTest, NoAllocationAfterCreate) {
       &allocations};
   absl::StatusOr<ArcPolicy> arc = ArcPolicy::Create(100, counting);
   ASSERT_TRUE(arc.ok());
-  // The index, the arena's and the key records' blocks, their directory.
-  EXPECT_EQ(allocations, 4);
+  EXPECT_EQ(allocations, 3);  // the index, the arena and the key records
   for (const HashPair& k : MakeTrace(TraceKind::kRandomMix, 1000, 50000, 1)) {
     arc->Access(k);
   }
-  EXPECT_EQ(allocations, 4);
+  EXPECT_EQ(allocations, 3);
 }
 
 TEST(ArcPolicyTest, ForceEvictOnEmptyCacheFindsNothing) {
