@@ -148,10 +148,7 @@ class ArcFlatLists {
     Growth& operator=(Growth&&) = delete;
     Growth(const Growth&) = delete;
     Growth& operator=(const Growth&) = delete;
-    ~Growth() {
-      if (arena_ != nullptr) alloc_.Deallocate(arena_, ArenaBytes(capacity_));
-      if (keys_ != nullptr) alloc_.Deallocate(keys_, RecordBytes(capacity_));
-    }
+    ~Growth() { FreeGeneration(alloc_, arena_, keys_, capacity_); }
 
     uint32_t capacity() const { return capacity_; }
 
@@ -221,9 +218,8 @@ class ArcFlatLists {
   ArcFlatLists(const ArcFlatLists&) = delete;
   ArcFlatLists& operator=(const ArcFlatLists&) = delete;
   ~ArcFlatLists() {
-    if (arena_ != nullptr) alloc_.Deallocate(arena_, ArenaBytes(capacity_));
-    if (keys_ != nullptr) alloc_.Deallocate(keys_, RecordBytes(capacity_));
-    FreeOld();
+    FreeGeneration(alloc_, arena_, keys_, capacity_);
+    FreeGeneration(alloc_, old_arena_, old_keys_, old_capacity_);
   }
 
   // The slot tracking `key`, or kArcNil: the resident slot holding exactly
@@ -497,13 +493,11 @@ class ArcFlatLists {
     return keys_[r];
   }
 
-  void FreeOld() {
-    if (old_arena_ != nullptr) {
-      alloc_.Deallocate(old_arena_, ArenaBytes(old_capacity_));
-    }
-    if (old_keys_ != nullptr) {
-      alloc_.Deallocate(old_keys_, RecordBytes(old_capacity_));
-    }
+  // Frees an arena and records of capacity c (either may be null).
+  static void FreeGeneration(RawAllocator alloc, Slot* arena, HashPair* keys,
+                             uint32_t capacity) {
+    if (arena != nullptr) alloc.Deallocate(arena, ArenaBytes(capacity));
+    if (keys != nullptr) alloc.Deallocate(keys, RecordBytes(capacity));
   }
 
   ListHead& head(ArcList l) { return lists_[static_cast<size_t>(l)]; }

@@ -107,6 +107,21 @@ class Harness {
   size_t retired_bytes_ = 0;
 };
 
+// Eight keys in one cluster of a table of n buckets that wraps from its
+// last bucket to its first: homes last-1, last, 0, 1, last, last-1, ...
+std::vector<HashPair> WrappedClusterKeys(uint64_t n) {
+  const uint64_t last = n - 1;
+  std::vector<HashPair> keys;
+  for (uint64_t i = 0; i < 8; ++i) {
+    const uint64_t home = (last - 1 + (i * 5) % 4) % n;
+    // A tag whose multiply-shift home is `home` (the smallest such tag plus
+    // i, far below the next home's), distinct per key.
+    const uint64_t tag = ((home << 32) + n - 1) / n + i;
+    keys.push_back(HashPair{i, (tag << 32) | i});
+  }
+  return keys;
+}
+
 TEST(ArcIndexTest, RejectsCapacitiesOutsideTheSlotEncoding) {
   EXPECT_FALSE(ArcIndex::Create(0, RawAllocator::Default()).ok());
   EXPECT_FALSE(ArcIndex::Create(ArcIndex::kMaxKeys + 1, RawAllocator::Default())
@@ -221,17 +236,8 @@ TEST(ArcIndexTest, AWholeKeyMatchWinsOverAnEarlierFingerprintMatch) {
 // distance arithmetic of the backward shift.
 TEST(ArcIndexTest, BackwardShiftAcrossTheTableEnd) {
   Harness h(8);
-  const uint64_t n = h.index().bucket_count();
-  const uint64_t last = n - 1;
-  std::vector<HashPair> keys;
-  for (uint64_t i = 0; i < 8; ++i) {
-    // Homes last-1, last, 0, 1, last, last-1, ...: one wrapped cluster.
-    const uint64_t home = (last - 1 + (i * 5) % 4) % n;
-    // A tag whose multiply-shift home is `home` (the smallest such tag plus
-    // i, far below the next home's), distinct per key.
-    const uint64_t tag = ((home << 32) + n - 1) / n + i;
-    keys.push_back(HashPair{i, (tag << 32) | i});
-  }
+  const std::vector<HashPair> keys =
+      WrappedClusterKeys(h.index().bucket_count());
   for (const HashPair& k : keys) h.Insert(k);
   h.ExpectAllFound();
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -312,14 +318,8 @@ TEST(ArcIndexTest, GrowthAtFullLoadKeepsEveryKeyFindable) {
 // shift late in the scan walks past the end into buckets already emptied.
 TEST(ArcIndexTest, GrowthMovesAClusterThatWrapsTheTableEnd) {
   Harness h(8);
-  const uint64_t n = h.index().bucket_count();
-  const uint64_t last = n - 1;
-  std::vector<HashPair> keys;
-  for (uint64_t i = 0; i < 8; ++i) {
-    const uint64_t home = (last - 1 + (i * 5) % 4) % n;
-    const uint64_t tag = ((home << 32) + n - 1) / n + i;
-    keys.push_back(HashPair{i, (tag << 32) | i});
-  }
+  const std::vector<HashPair> keys =
+      WrappedClusterKeys(h.index().bucket_count());
   for (const HashPair& k : keys) h.Insert(k);
   h.Grow(64);
   h.ExpectAllFound();

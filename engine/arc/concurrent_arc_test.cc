@@ -46,6 +46,25 @@ std::unique_ptr<Arc> Make(uint32_t capacity, Recorder* rec = nullptr) {
   return *std::move(arc);
 }
 
+// The default allocator, failing the fail_at-th call (0-based) it counts.
+struct FailingAllocator {
+  int calls = 0;
+  int fail_at = -1;
+
+  RawAllocator Get() {
+    return RawAllocator{
+        [](void* ctx, size_t bytes) -> void* {
+          auto* self = static_cast<FailingAllocator*>(ctx);
+          if (self->calls++ == self->fail_at) return nullptr;
+          return RawAllocator::Default().Allocate(bytes);
+        },
+        [](void*, void* p, size_t bytes) {
+          RawAllocator::Default().Deallocate(p, bytes);
+        },
+        this};
+  }
+};
+
 std::string Name(ArcList l) {
   switch (l) {
     case ArcList::kT1: return "T1";
@@ -175,22 +194,11 @@ TEST(ConcurrentArcTest, CreateRejectsZeroCapacity) {
 // a failure at any of them fails Create and frees what was allocated.
 TEST(ConcurrentArcTest, CreateReportsAllocationFailure) {
   for (int fail_at : {0, 1, 2}) {
-    struct Budget {
-      int calls = 0;
-      int fail_at;
-    } budget{0, fail_at};
+    FailingAllocator budget;
+    budget.fail_at = fail_at;
     Arc::Options options;
     options.capacity = 100;
-    options.allocator = RawAllocator{
-        [](void* ctx, size_t bytes) -> void* {
-          auto* b = static_cast<Budget*>(ctx);
-          if (b->calls++ == b->fail_at) return nullptr;
-          return RawAllocator::Default().Allocate(bytes);
-        },
-        [](void*, void* p, size_t bytes) {
-          RawAllocator::Default().Deallocate(p, bytes);
-        },
-        &budget};
+    options.allocator = budget.Get();
     absl::StatusOr<std::unique_ptr<Arc>> arc = Arc::Create(options);
     ASSERT_FALSE(arc.ok()) << fail_at;
     EXPECT_EQ(arc.status().code(), absl::StatusCode::kResourceExhausted);
@@ -221,22 +229,10 @@ TEST(ConcurrentArcTest, GrowRejectsWhatIsNotAGrowth) {
 // table, then ARC's index, arena and records), changes nothing: c, the keys
 // and the next Grow are as before.
 TEST(ConcurrentArcTest, AFailedGrowChangesNothing) {
-  struct Budget {
-    int calls = 0;
-    int fail_at = -1;
-  } budget;
+  FailingAllocator budget;
   Arc::Options options;
   options.capacity = 64;
-  options.allocator = RawAllocator{
-      [](void* ctx, size_t bytes) -> void* {
-        auto* b = static_cast<Budget*>(ctx);
-        if (b->calls++ == b->fail_at) return nullptr;
-        return RawAllocator::Default().Allocate(bytes);
-      },
-      [](void*, void* p, size_t bytes) {
-        RawAllocator::Default().Deallocate(p, bytes);
-      },
-      &budget};
+  options.allocator = budget.Get();
   absl::StatusOr<std::unique_ptr<Arc>> made = Arc::Create(options);
   ASSERT_TRUE(made.ok());
   Arc& arc = **made;
