@@ -51,9 +51,34 @@
 // free list of removed slots chained through `next`, and key records
 // likewise; so nothing is written at Create() and, from a zeroing
 // allocator, the arena enters the RSS only as far as ARC has ever tracked
-// keys. After Create() nothing is allocated: pushing takes a slot, removing
+// keys. Outside growth nothing is allocated: pushing takes a slot, removing
 // frees it, and moving a key between lists (T1 -> T2, T1 -> B1, ...) relinks
 // the same slot.
+//
+// Growth: c may grow (never shrink) while keys are tracked, without
+// allocating or freeing under the caller's lock and without a long hold:
+//
+//   AllocateGrowth(c')  no lock: a new arena of 2c' slots, c' records and an
+//                       index for 2c' keys.
+//   BeginGrow(growth)   under the lock, O(1): c = c'; the index starts its
+//                       incremental rehash (arc_index.h); the used part of
+//                       the old arena and records (below their high-water
+//                       marks) is still to be copied.
+//   GrowStep(n)         under the lock: moves up to n index entries and
+//                       copies up to 16n slots and 8n records (a few hundred
+//                       bytes); true once all three are done. TakeRetired
+//                       then hands the old index table, arena and records
+//                       over, to be freed after the lock.
+//
+// While a growth runs, slot s lives in the old arena iff it is in the range
+// not yet copied, [copied, copied + pending), which one unsigned compare
+// tells; outside growth that range is empty and the compare a predicted
+// branch. The lists never notice a growth. Measured against the other
+// design the brief suggested, blocks behind a directory (no copy at all):
+// the directory's dependent load cost BM_ArcFlat 14-19% on every operation
+// forever after, the copy costs nothing once the growth ends
+// (docs/arc.md). Its price is the old arena and records mapped until the
+// end of the growth (GrowthPeakBytes).
 //
 // Why one shared arena of 2c, not one arena of 2c per list as in the report:
 // ARC bounds the sum, |T1| + |T2| + |B1| + |B2| <= 2c, not each list (any
@@ -67,18 +92,23 @@
 #ifndef FURRBALLS_ENGINE_ARC_ARC_FLAT_LIST_H_
 #define FURRBALLS_ENGINE_ARC_ARC_FLAT_LIST_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
+#include <absl/base/optimization.h>
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
 #include <absl/strings/str_cat.h>
 
 #include "engine/arc/arc_index.h"
+#include "engine/arc/retired_memory.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
 
@@ -103,7 +133,37 @@ class ArcFlatLists {
   static_assert(static_cast<uint32_t>(ArcList::kNone) < 8,
                 "the list tag must fit the 3 bits above kListShift");
 
+  struct Slot;
+
  public:
+  // What AllocateGrowth allocated, for BeginGrow. Frees it unless installed.
+  class Growth {
+   public:
+    Growth(Growth&& other) noexcept
+        : capacity_(other.capacity_),
+          arena_(std::exchange(other.arena_, nullptr)),
+          keys_(std::exchange(other.keys_, nullptr)),
+          index_(std::move(other.index_)),
+          alloc_(other.alloc_) {}
+    Growth& operator=(Growth&&) = delete;
+    Growth(const Growth&) = delete;
+    Growth& operator=(const Growth&) = delete;
+    ~Growth() { FreeGeneration(alloc_, arena_, keys_, capacity_); }
+
+    uint32_t capacity() const { return capacity_; }
+
+   private:
+    friend class ArcFlatLists;
+    Growth(uint32_t capacity, RawAllocator alloc)
+        : capacity_(capacity), alloc_(alloc) {}
+
+    uint32_t capacity_;
+    Slot* arena_ = nullptr;     // 2c slots
+    HashPair* keys_ = nullptr;  // c records
+    std::optional<Index> index_;
+    RawAllocator alloc_;
+  };
+
   // Lists for an ARC of capacity `capacity` (c): 2c slots in total, at most
   // c of them resident. c must leave 2c below kArcNil.
   static absl::StatusOr<ArcFlatLists> Create(uint32_t capacity,
@@ -113,22 +173,9 @@ class ArcFlatLists {
           "ArcFlatLists: capacity ", capacity, " outside [1, ", kMaxCapacity,
           "]"));
     }
-    const uint32_t slots = 2 * capacity;
-    absl::StatusOr<Index> index = Index::Create(slots, alloc);
-    if (!index.ok()) return index.status();
-    void* arena = alloc.Allocate(ArenaBytes(capacity));
-    if (arena == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "ArcFlatLists: cannot allocate ", ArenaBytes(capacity), " bytes"));
-    }
-    void* keys = alloc.Allocate(RecordBytes(capacity));
-    if (keys == nullptr) {
-      alloc.Deallocate(arena, ArenaBytes(capacity));
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "ArcFlatLists: cannot allocate ", RecordBytes(capacity), " bytes"));
-    }
-    return ArcFlatLists(static_cast<Slot*>(arena), static_cast<HashPair*>(keys),
-                        capacity, *std::move(index), alloc);
+    absl::StatusOr<Growth> g = Allocate(capacity, alloc);
+    if (!g.ok()) return g.status();
+    return ArcFlatLists(*std::move(g));
   }
 
   // The largest c whose 2c slot indices fit the packed `prev` field below
@@ -137,15 +184,28 @@ class ArcFlatLists {
   static_assert(2 * kMaxCapacity <= ArcIndex::kMaxKeys,
                 "the index must hold every slot of the largest arena");
 
-  // The bytes Create allocates for capacity c (arena, key records, index).
+  // The bytes Create allocates for capacity c (arena, key records, index),
+  // and what stays mapped after a growth to c.
   static constexpr size_t BytesFor(uint32_t capacity) {
     return ArenaBytes(capacity) + RecordBytes(capacity) +
            Index::BytesFor(2 * capacity);
+  }
+  // The most mapped at once while growing from `from` to `to`: both
+  // generations, until TakeRetired.
+  static constexpr size_t GrowthPeakBytes(uint32_t from, uint32_t to) {
+    return BytesFor(from) + BytesFor(to);
   }
 
   ArcFlatLists(ArcFlatLists&& other) noexcept
       : arena_(std::exchange(other.arena_, nullptr)),
         keys_(std::exchange(other.keys_, nullptr)),
+        old_arena_(std::exchange(other.old_arena_, nullptr)),
+        old_keys_(std::exchange(other.old_keys_, nullptr)),
+        arena_copied_(other.arena_copied_),
+        arena_pending_(other.arena_pending_),
+        keys_copied_(other.keys_copied_),
+        keys_pending_(other.keys_pending_),
+        old_capacity_(other.old_capacity_),
         capacity_(other.capacity_),
         free_head_(other.free_head_),
         high_water_(other.high_water_),
@@ -158,8 +218,8 @@ class ArcFlatLists {
   ArcFlatLists(const ArcFlatLists&) = delete;
   ArcFlatLists& operator=(const ArcFlatLists&) = delete;
   ~ArcFlatLists() {
-    if (arena_ != nullptr) alloc_.Deallocate(arena_, ArenaBytes(capacity_));
-    if (keys_ != nullptr) alloc_.Deallocate(keys_, RecordBytes(capacity_));
+    FreeGeneration(alloc_, arena_, keys_, capacity_);
+    FreeGeneration(alloc_, old_arena_, old_keys_, old_capacity_);
   }
 
   // The slot tracking `key`, or kArcNil: the resident slot holding exactly
@@ -167,9 +227,9 @@ class ArcFlatLists {
   // a resident wins, so a key is never taken for a ghost while resident).
   uint32_t Find(const HashPair& key) const {
     return index_.Find(FingerprintOf(key), [this, &key](uint32_t s) {
-      const Slot& slot = arena_[s];
+      const Slot& slot = At(s);
       if (IsResident(slot.list())) {
-        return keys_[slot.word] == key ? ArcMatch::kKey : ArcMatch::kNo;
+        return Record(slot.word) == key ? ArcMatch::kKey : ArcMatch::kNo;
       }
       return slot.word == Index::HighOf(key.h2) ? ArcMatch::kFingerprint
                                                 : ArcMatch::kNo;
@@ -178,19 +238,17 @@ class ArcFlatLists {
   // The list `key` is on (kNone if untracked).
   ArcList Where(const HashPair& key) const {
     const uint32_t s = Find(key);
-    return s == kArcNil ? ArcList::kNone : arena_[s].list();
+    return s == kArcNil ? ArcList::kNone : At(s).list();
   }
 
   // The key of a resident slot. REQUIRES: IsResident(list_of(slot)); a
   // ghost keeps only its fingerprint.
-  const HashPair& key(uint32_t slot) const {
-    return keys_[arena_[slot].word];
-  }
-  ArcList list_of(uint32_t slot) const { return arena_[slot].list(); }
+  const HashPair& key(uint32_t slot) const { return Record(At(slot).word); }
+  ArcList list_of(uint32_t slot) const { return At(slot).list(); }
   // Toward the LRU end; kArcNil after the tail.
-  uint32_t next(uint32_t slot) const { return arena_[slot].next; }
+  uint32_t next(uint32_t slot) const { return At(slot).next; }
   // Toward the MRU end; kArcNil before the head.
-  uint32_t prev(uint32_t slot) const { return arena_[slot].prev(); }
+  uint32_t prev(uint32_t slot) const { return At(slot).prev(); }
 
   uint32_t size(ArcList l) const { return head(l).size; }
   uint32_t mru(ArcList l) const { return head(l).first; }
@@ -200,10 +258,15 @@ class ArcFlatLists {
            size(ArcList::kB2);
   }
   uint32_t resident() const { return size(ArcList::kT1) + size(ArcList::kT2); }
+  uint32_t capacity() const { return capacity_; }
   uint32_t slot_count() const { return 2 * capacity_; }
+  // Everything mapped now (while growing: the old generation too).
   size_t memory_bytes() const {
-    return ArenaBytes(capacity_) + RecordBytes(capacity_) +
-           index_.memory_bytes();
+    size_t total = ArenaBytes(capacity_) + RecordBytes(capacity_);
+    if (old_arena_ != nullptr) {
+      total += ArenaBytes(old_capacity_) + RecordBytes(old_capacity_);
+    }
+    return total + index_.memory_bytes();
   }
 
   // Tracks `key` at the MRU end of `l` (a ghost list keeps only its
@@ -214,14 +277,13 @@ class ArcFlatLists {
     if (IsResident(l) && resident() == capacity_) return kArcNil;
     uint32_t s = free_head_;
     if (s != kArcNil) {
-      free_head_ = arena_[s].next;
+      free_head_ = At(s).next;
     } else if (high_water_ < slot_count()) {
       s = high_water_++;
     } else {
       return kArcNil;
     }
-    arena_[s].word =
-        IsResident(l) ? TakeRecord(key) : Index::HighOf(key.h2);
+    At(s).word = IsResident(l) ? TakeRecord(key) : Index::HighOf(key.h2);
     Link(s, l);
     index_.Insert(FingerprintOf(key), s);
     return s;
@@ -231,10 +293,10 @@ class ArcFlatLists {
   // A resident that becomes a ghost gives its record back.
   // REQUIRES: not a ghost becoming resident (that is Revive).
   void MoveToFront(uint32_t slot, ArcList l) {
-    Slot& s = arena_[slot];
+    Slot& s = At(slot);
     if (IsResident(s.list()) && IsGhost(l)) {
       const uint32_t record = s.word;
-      s.word = Index::HighOf(keys_[record].h2);
+      s.word = Index::HighOf(Record(record).h2);
       GiveBackRecord(record);
     }
     Unlink(slot);
@@ -245,7 +307,7 @@ class ArcFlatLists {
   // key whose fingerprint found the ghost (Find(key) == slot).
   // REQUIRES: IsGhost(list_of(slot)), IsResident(l), fewer than c resident.
   void Revive(uint32_t slot, ArcList l, const HashPair& key) {
-    arena_[slot].word = TakeRecord(key);
+    At(slot).word = TakeRecord(key);
     Unlink(slot);
     Link(slot, l);
   }
@@ -255,10 +317,74 @@ class ArcFlatLists {
     Unlink(slot);
     index_.Erase(HighOfSlot(slot), slot,
                  [this](uint32_t s) { return HighOfSlot(s); });
-    if (IsResident(arena_[slot].list())) GiveBackRecord(arena_[slot].word);
-    arena_[slot].Set(ArcList::kNone, kArcNil);
-    arena_[slot].next = free_head_;
+    Slot& s = At(slot);
+    if (IsResident(s.list())) GiveBackRecord(s.word);
+    s.Set(ArcList::kNone, kArcNil);
+    s.next = free_head_;
     free_head_ = slot;
+  }
+
+  // ---- Growth (see the file comment) ----
+
+  // Allocates the arena, records and index of capacity `new_capacity`.
+  // Takes no lock: reads only c, which changes in BeginGrow alone.
+  // REQUIRES: !growing(), and no BeginGrow runs concurrently (the owner
+  // serializes growths). InvalidArgument unless c < new_capacity <=
+  // kMaxCapacity; ResourceExhausted if an allocation fails.
+  absl::StatusOr<Growth> AllocateGrowth(uint32_t new_capacity) const {
+    if (new_capacity <= capacity_ || new_capacity > kMaxCapacity) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ArcFlatLists: cannot grow from capacity ", capacity_, " to ",
+          new_capacity, " (must be larger, at most ", kMaxCapacity, ")"));
+    }
+    return Allocate(new_capacity, alloc_);
+  }
+
+  // Installs `growth` (from this object's AllocateGrowth, with nothing
+  // installed since): O(1), allocates and frees nothing. REQUIRES:
+  // !growing().
+  void BeginGrow(Growth&& growth) {
+    old_capacity_ = capacity_;
+    capacity_ = growth.capacity_;
+    old_arena_ = std::exchange(arena_, std::exchange(growth.arena_, nullptr));
+    old_keys_ = std::exchange(keys_, std::exchange(growth.keys_, nullptr));
+    // Only what was ever used needs copying; the rest of the new arena is
+    // as fresh as the old one's was.
+    arena_copied_ = 0;
+    arena_pending_ = high_water_;
+    keys_copied_ = 0;
+    keys_pending_ = record_high_water_;
+    index_.BeginGrow(*std::move(growth.index_));
+  }
+
+  // Moves up to `max_moves` index entries into the bigger table and copies
+  // up to 16 * max_moves slots and 8 * max_moves records into the new
+  // arena. Returns true once all of it is done (then TakeRetired frees the
+  // old generation).
+  bool GrowStep(size_t max_moves) {
+    const bool index_done = index_.MigrateSome(
+        max_moves, [this](uint32_t s) { return HighOfSlot(s); });
+    CopySome(old_arena_, arena_, 16 * max_moves, &arena_copied_,
+             &arena_pending_);
+    CopySome(old_keys_, keys_, 8 * max_moves, &keys_copied_, &keys_pending_);
+    return index_done && arena_pending_ == 0 && keys_pending_ == 0;
+  }
+
+  // From BeginGrow until TakeRetired has taken the old generation.
+  bool growing() const { return old_arena_ != nullptr; }
+
+  // Once GrowStep returned true: hands the old index table, arena and
+  // records to *out (free them after the lock) and ends the growth. No-op
+  // otherwise.
+  void TakeRetired(RetiredMemory* out) {
+    if (!growing() || arena_pending_ != 0 || keys_pending_ != 0) return;
+    const std::pair<void*, size_t> old_index = index_.TakeRetired();
+    if (old_index.first == nullptr) return;  // the index is still moving
+    out->Add(old_index.first, old_index.second, alloc_);
+    out->Add(std::exchange(old_arena_, nullptr), ArenaBytes(old_capacity_),
+             alloc_);
+    out->Add(std::exchange(old_keys_, nullptr), RecordBytes(old_capacity_),
+             alloc_);
   }
 
  private:
@@ -289,7 +415,7 @@ class ArcFlatLists {
                     std::is_trivially_copyable_v<HashPair>,
                 "the arena and the records are raw memory that is never "
                 "constructed or destroyed; every field is written before it "
-                "is read");
+                "is read, and a growth copies them with memcpy");
 
   struct ListHead {
     uint32_t first = kArcNil;  // MRU
@@ -306,14 +432,73 @@ class ArcFlatLists {
   // The index's key: H2, already uniform (part of a keyed XXH3-128).
   static uint64_t FingerprintOf(const HashPair& key) { return key.h2; }
 
-  ArcFlatLists(Slot* arena, HashPair* keys, uint32_t capacity, Index index,
-               RawAllocator alloc)
-      : arena_(arena),
-        keys_(keys),
-        capacity_(capacity),
+  // The arena, records and index of capacity c.
+  static absl::StatusOr<Growth> Allocate(uint32_t capacity,
+                                         RawAllocator alloc) {
+    Growth g(capacity, alloc);
+    absl::StatusOr<Index> index = Index::Create(2 * capacity, alloc);
+    if (!index.ok()) return index.status();
+    g.index_.emplace(*std::move(index));
+    g.arena_ = static_cast<Slot*>(alloc.Allocate(ArenaBytes(capacity)));
+    if (g.arena_ == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ArcFlatLists: cannot allocate ", ArenaBytes(capacity), " bytes"));
+    }
+    g.keys_ = static_cast<HashPair*>(alloc.Allocate(RecordBytes(capacity)));
+    if (g.keys_ == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ArcFlatLists: cannot allocate ", RecordBytes(capacity), " bytes"));
+    }
+    return g;
+  }
+
+  explicit ArcFlatLists(Growth&& g)
+      : arena_(std::exchange(g.arena_, nullptr)),
+        keys_(std::exchange(g.keys_, nullptr)),
+        capacity_(g.capacity_),
         free_head_(kArcNil),
-        index_(std::move(index)),
-        alloc_(alloc) {}
+        index_(*std::move(g.index_)),
+        alloc_(g.alloc_) {}
+
+  // Copies up to `max` entries of the range still in the old array.
+  template <typename T>
+  static void CopySome(const T* from, T* to, size_t max, uint32_t* copied,
+                       uint32_t* pending) {
+    const uint32_t n = static_cast<uint32_t>(std::min<size_t>(max, *pending));
+    if (n == 0) return;
+    std::memcpy(to + *copied, from + *copied, size_t{n} * sizeof(T));
+    *copied += n;
+    *pending -= n;
+  }
+
+  // Slot s, in the old arena while it is in the range not yet copied
+  // ([arena_copied_, arena_copied_ + arena_pending_)). The null test comes
+  // first for the compiler's sake: a slot is uint32_t words, so a store to
+  // one may alias the uint32_t counters, which it must then reload after
+  // every store; a store through uint32_t never aliases a pointer, so the
+  // test outside growth stays in a register (measured: testing the
+  // counters alone cost BM_ArcFlat 6-15%).
+  Slot& At(uint32_t s) const {
+    if (ABSL_PREDICT_FALSE(old_arena_ != nullptr) &&
+        s - arena_copied_ < arena_pending_) {
+      return old_arena_[s];
+    }
+    return arena_[s];
+  }
+  HashPair& Record(uint32_t r) const {
+    if (ABSL_PREDICT_FALSE(old_keys_ != nullptr) &&
+        r - keys_copied_ < keys_pending_) {
+      return old_keys_[r];
+    }
+    return keys_[r];
+  }
+
+  // Frees an arena and records of capacity c (either may be null).
+  static void FreeGeneration(RawAllocator alloc, Slot* arena, HashPair* keys,
+                             uint32_t capacity) {
+    if (arena != nullptr) alloc.Deallocate(arena, ArenaBytes(capacity));
+    if (keys != nullptr) alloc.Deallocate(keys, RecordBytes(capacity));
+  }
 
   ListHead& head(ArcList l) { return lists_[static_cast<size_t>(l)]; }
   const ListHead& head(ArcList l) const {
@@ -322,8 +507,8 @@ class ArcFlatLists {
 
   // The high half of a tracked slot's fingerprint (the index's home).
   uint32_t HighOfSlot(uint32_t s) const {
-    const Slot& slot = arena_[s];
-    return IsResident(slot.list()) ? Index::HighOf(keys_[slot.word].h2)
+    const Slot& slot = At(s);
+    return IsResident(slot.list()) ? Index::HighOf(Record(slot.word).h2)
                                    : slot.word;
   }
 
@@ -332,25 +517,25 @@ class ArcFlatLists {
   uint32_t TakeRecord(const HashPair& key) {
     uint32_t r = free_record_;
     if (r != kArcNil) {
-      free_record_ = static_cast<uint32_t>(keys_[r].h1);
+      free_record_ = static_cast<uint32_t>(Record(r).h1);
     } else {
       r = record_high_water_++;
     }
-    keys_[r] = key;
+    Record(r) = key;
     return r;
   }
   void GiveBackRecord(uint32_t r) {
-    keys_[r].h1 = free_record_;
+    Record(r).h1 = free_record_;
     free_record_ = r;
   }
 
   void Link(uint32_t s, ArcList l) {
     ListHead& h = head(l);
-    Slot& slot = arena_[s];
+    Slot& slot = At(s);
     slot.Set(l, kArcNil);
     slot.next = h.first;
     if (h.first != kArcNil) {
-      arena_[h.first].SetPrev(s);
+      At(h.first).SetPrev(s);
     } else {
       h.last = s;
     }
@@ -359,24 +544,33 @@ class ArcFlatLists {
   }
 
   void Unlink(uint32_t s) {
-    Slot& slot = arena_[s];
+    Slot& slot = At(s);
     ListHead& h = head(slot.list());
     const uint32_t prev = slot.prev();
     if (prev != kArcNil) {
-      arena_[prev].next = slot.next;
+      At(prev).next = slot.next;
     } else {
       h.first = slot.next;
     }
     if (slot.next != kArcNil) {
-      arena_[slot.next].SetPrev(prev);
+      At(slot.next).SetPrev(prev);
     } else {
       h.last = prev;
     }
     --h.size;
   }
 
-  Slot* arena_;
+  Slot* arena_;     // 2c slots
   HashPair* keys_;  // c records: the keys of resident slots
+  // While growing: the previous generation (c = old_capacity_), of which
+  // the entries [copied, copied + pending) are not copied yet.
+  Slot* old_arena_ = nullptr;
+  HashPair* old_keys_ = nullptr;
+  uint32_t arena_copied_ = 0;
+  uint32_t arena_pending_ = 0;
+  uint32_t keys_copied_ = 0;
+  uint32_t keys_pending_ = 0;
+  uint32_t old_capacity_ = 0;
   uint32_t capacity_;
   uint32_t free_head_;   // removed slots, chained through `next`
   uint32_t high_water_ = 0;  // slots [high_water_, 2c) never used

@@ -4,11 +4,13 @@
 #include <array>
 #include <cstdint>
 #include <list>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "engine/arc/arc_trace.h"
+#include "engine/arc/retired_memory.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
 
@@ -258,9 +260,15 @@ TEST(ArcFlatListsTest, MoveConstructionTransfersOwnership) {
 }
 
 // Random pushes, moves and removes against four std::lists.
-TEST(ArcFlatListsTest, RandomOperationsMatchStdList) {
-  constexpr uint32_t kCapacity = 16;
-  ArcFlatLists<> lists = Make(kCapacity);
+// Random pushes, moves and removes against four std::lists, with c growing
+// at the given ops (to the given capacities) and the index rehashed one
+// entry per op after each growth.
+void RunAgainstStdLists(uint32_t capacity,
+                        const std::vector<std::pair<int, uint32_t>>& growths,
+                        uint64_t universe, int ops) {
+  uint32_t c = capacity;
+  ArcFlatLists<> lists = Make(c);
+  auto next_growth = growths.begin();
   std::array<std::list<HashPair>, 4> model;
   auto model_of = [&](ArcList l) -> std::list<HashPair>& {
     return model[static_cast<size_t>(l)];
@@ -272,17 +280,34 @@ TEST(ArcFlatListsTest, RandomOperationsMatchStdList) {
     }
     return ArcList::kNone;
   };
-  TraceRng rng(11);
-  for (int op = 0; op < 50000; ++op) {
-    const HashPair k = TraceKey(rng.Below(48));
+  TraceRng rng(11 + capacity);
+  for (int op = 0; op < ops; ++op) {
+    if (next_growth != growths.end() && next_growth->first == op) {
+      while (!lists.GrowStep(1)) {
+      }
+      RetiredMemory retired;
+      lists.TakeRetired(&retired);
+      absl::StatusOr<ArcFlatLists<>::Growth> g =
+          lists.AllocateGrowth(next_growth->second);
+      ASSERT_TRUE(g.ok()) << g.status();
+      lists.BeginGrow(*std::move(g));
+      c = next_growth->second;
+      ASSERT_EQ(lists.capacity(), c);
+      ++next_growth;
+    }
+    if (lists.GrowStep(1)) {
+      RetiredMemory retired;
+      lists.TakeRetired(&retired);
+    }
+    const HashPair k = TraceKey(rng.Below(universe));
     const ArcList where = model_find(k);
     ASSERT_EQ(lists.Where(k), where) << "op " << op;
     const ArcList to = kLists[rng.Below(4)];
     // At most c residents: a move that would exceed it is skipped.
-    const bool room = IsGhost(to) || IsResident(where) ||
-                      lists.resident() < kCapacity;
+    const bool room =
+        IsGhost(to) || IsResident(where) || lists.resident() < c;
     if (where == ArcList::kNone) {
-      if (lists.tracked() == 2 * kCapacity || !room) continue;
+      if (lists.tracked() == 2 * c || !room) continue;
       lists.PushFront(to, k);
       model_of(to).push_front(k);
     } else if (rng.Below(4) == 0) {
@@ -304,6 +329,98 @@ TEST(ArcFlatListsTest, RandomOperationsMatchStdList) {
       }
     }
   }
+}
+
+TEST(ArcFlatListsTest, RandomOperationsMatchStdList) {
+  RunAgainstStdLists(16, {}, 48, 50000);
+}
+
+// The same with growths, small and large, the second while the previous
+// one still copies and rehashes (it is finished first), with the arena full
+// of ghosts and residents (a universe of 3c): slots and records are read
+// and written in both generations while the copy runs.
+TEST(ArcFlatListsTest, RandomOperationsMatchStdListAcrossGrowths) {
+  RunAgainstStdLists(16, {{3000, 40}, {6000, 300}}, 120, 12000);
+  RunAgainstStdLists(400, {{3000, 600}, {3100, 1500}}, 1800, 8000);
+}
+
+// Growth in the middle of a full arena: every slot of 2c in use (c
+// residents, c ghosts), then every tracked key is still found in its list
+// while the index rehashes, and the new slots and records are usable at
+// once.
+TEST(ArcFlatListsTest, GrowthOfAFullArenaKeepsEverySlot) {
+  constexpr uint32_t c = 1500;
+  CountingAllocator counter;
+  absl::StatusOr<ArcFlatLists<>> made = ArcFlatLists<>::Create(c, counter.Get());
+  ASSERT_TRUE(made.ok());
+  ArcFlatLists<>& lists = *made;
+  std::vector<HashPair> keys;
+  for (uint64_t i = 0; i < 2 * c; ++i) {
+    keys.push_back(TraceKey(i));
+    ASSERT_NE(lists.PushFront(i < c ? ArcList::kT1 : ArcList::kB2, keys[i]),
+              kArcNil);
+  }
+  ASSERT_EQ(lists.PushFront(ArcList::kB1, TraceKey(99999)), kArcNil);
+  const int allocations = counter.allocations;
+  absl::StatusOr<ArcFlatLists<>::Growth> g = lists.AllocateGrowth(4000);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(counter.allocations, allocations + 3);
+  lists.BeginGrow(*std::move(g));
+  EXPECT_TRUE(lists.growing());
+  for (uint64_t i = 2 * c; i < 2 * c + 200; ++i) {
+    keys.push_back(TraceKey(i));
+    ASSERT_NE(lists.PushFront(ArcList::kT2, keys.back()), kArcNil);
+    ASSERT_FALSE(lists.GrowStep(3));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const ArcList want =
+        i < c ? ArcList::kT1 : i < 2 * c ? ArcList::kB2 : ArcList::kT2;
+    ASSERT_EQ(lists.Where(keys[i]), want) << i;
+    if (IsResident(want)) ASSERT_EQ(lists.key(lists.Find(keys[i])), keys[i]);
+  }
+  while (!lists.GrowStep(100)) {
+  }
+  RetiredMemory retired;
+  lists.TakeRetired(&retired);
+  EXPECT_FALSE(lists.growing());
+  EXPECT_EQ(counter.deallocations, 0);
+  retired.Release();
+  EXPECT_EQ(counter.deallocations, 3);  // the old index, arena and records
+  EXPECT_EQ(lists.memory_bytes(), ArcFlatLists<>::BytesFor(4000));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_NE(lists.Find(keys[i]), kArcNil) << i;
+  }
+}
+
+TEST(ArcFlatListsTest, GrowthMustBeLargerAndFitTheSlotEncoding) {
+  ArcFlatLists<> lists = Make(100);
+  EXPECT_EQ(lists.AllocateGrowth(100).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lists.AllocateGrowth(50).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lists.AllocateGrowth(ArcFlatLists<>::kMaxCapacity + 1)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A growth holds both generations until it ends, then only the new one.
+TEST(ArcFlatListsTest, GrowthPeakIsBothGenerations) {
+  EXPECT_EQ(ArcFlatLists<>::BytesFor(1000),
+            2000 * 12 + 1000 * 16 + ArcIndex::BytesFor(2000));
+  EXPECT_EQ(ArcFlatLists<>::GrowthPeakBytes(1000, 2500),
+            ArcFlatLists<>::BytesFor(1000) + ArcFlatLists<>::BytesFor(2500));
+  ArcFlatLists<> lists = Make(1000);
+  absl::StatusOr<ArcFlatLists<>::Growth> g = lists.AllocateGrowth(2500);
+  ASSERT_TRUE(g.ok());
+  lists.BeginGrow(*std::move(g));
+  EXPECT_EQ(lists.memory_bytes(), ArcFlatLists<>::GrowthPeakBytes(1000, 2500));
+  while (!lists.GrowStep(8)) {
+  }
+  RetiredMemory retired;
+  lists.TakeRetired(&retired);
+  EXPECT_EQ(lists.memory_bytes(), ArcFlatLists<>::BytesFor(2500));
+  EXPECT_EQ(retired.bytes(), ArcFlatLists<>::BytesFor(1000));
 }
 
 }  // namespace

@@ -44,6 +44,33 @@
 //
 // docs/arc.md records the measurement against std::unordered_map that chose
 // this table (arc_bench.cc keeps the unordered_map variant for re-measuring).
+//
+// Growth (when ARC's capacity grows, issue 13): an incremental rehash into a
+// bigger table, Redis's dict rehash on open addressing. The bigger table is
+// allocated by the caller with no lock held (Create); BeginGrow installs it
+// in O(1) and keeps the old one; MigrateSome moves a bounded number of
+// entries (and visits at most 8 buckets per move) from the old table to the
+// new one. Meanwhile:
+//
+//   - Insert goes to the new table only, so the old one only empties and
+//     its load stays below its 3/4; the new one is sized for the new
+//     maximum, old and new entries together.
+//   - Find probes the new table, then the old (an entry is in exactly one);
+//     a whole-key match in either wins over a fingerprint match.
+//   - Erase finds the entry's bucket in the old table, else in the new one,
+//     and backward-shifts in that table.
+//   - Migration scans the old table from bucket 0 and moves each bucket's
+//     entry by an Erase with backward shift, which can refill the same
+//     bucket from later in its cluster; the scan moves on once the bucket
+//     is empty. So every bucket below the scan position is empty, every old
+//     entry stays reachable from its home (a backward shift keeps the table
+//     a valid linear-probing table), and a shift's walk that wraps past the
+//     table's end stops at bucket 0, which is already empty. A move needs
+//     the entry's home in the new table, i.e. the fingerprint's high half,
+//     which only the arena keeps: MigrateSome asks `high_of(slot)` once per
+//     moved entry.
+//   - When the scan passes the last bucket the old table is empty; its
+//     memory is handed to the caller (TakeRetired) to free after the lock.
 #ifndef FURRBALLS_ENGINE_ARC_ARC_INDEX_H_
 #define FURRBALLS_ENGINE_ARC_ARC_INDEX_H_
 
@@ -94,7 +121,7 @@ class ArcIndex {
     if (!alloc.zeroed) {
       for (size_t i = 0; i < buckets; ++i) new (&table[i]) Bucket{};
     }
-    return ArcIndex(table, buckets, alloc);
+    return ArcIndex(Table{table, buckets}, alloc);
   }
 
   // The bucket count for at most `max_keys` keys (load <= 3/4).
@@ -116,14 +143,16 @@ class ArcIndex {
   }
 
   ArcIndex(ArcIndex&& other) noexcept
-      : table_(std::exchange(other.table_, nullptr)),
-        buckets_(other.buckets_),
+      : table_(std::exchange(other.table_, Table{})),
+        old_(std::exchange(other.old_, Table{})),
+        scan_(other.scan_),
         alloc_(other.alloc_) {}
   ArcIndex& operator=(ArcIndex&& other) noexcept {
     if (this != &other) {
       Free();
-      table_ = std::exchange(other.table_, nullptr);
-      buckets_ = other.buckets_;
+      table_ = std::exchange(other.table_, Table{});
+      old_ = std::exchange(other.old_, Table{});
+      scan_ = other.scan_;
       alloc_ = other.alloc_;
     }
     return *this;
@@ -137,34 +166,19 @@ class ArcIndex {
   // (the fingerprint's low half) is equal; it compares the rest of the key
   // (the arena owns keys, the index only positions). A fingerprint match
   // keeps the walk going to the end of the cluster, so that a whole-key
-  // match further on wins over it.
+  // match further on wins over it. While growing, both tables are probed.
   template <typename Matches>
   uint32_t Find(uint64_t fingerprint, const Matches& matches) const {
-    const uint32_t tag = TagOf(fingerprint);
     uint32_t found = kArcNil;
-    for (size_t i = Home(HighOf(fingerprint));; i = Next(i)) {
-      const Bucket& b = table_[i];
-      if (b.empty()) return found;
-      if (b.tag != tag) continue;
-      switch (matches(b.slot())) {
-        case ArcMatch::kKey:
-          return b.slot();
-        case ArcMatch::kFingerprint:
-          if (found == kArcNil) found = b.slot();
-          break;
-        case ArcMatch::kNo:
-          break;
-      }
-    }
+    if (FindIn(table_, fingerprint, matches, &found)) return found;
+    if (growing() && FindIn(old_, fingerprint, matches, &found)) return found;
+    return found;
   }
 
   // REQUIRES: no entry maps `fingerprint` to `slot`, and fewer than
-  // max_keys keys are present.
+  // max_keys keys (of the newest table, while growing) are present.
   void Insert(uint64_t fingerprint, uint32_t slot) {
-    const size_t home = Home(HighOf(fingerprint));
-    size_t i = home;
-    while (!table_[i].empty()) i = Next(i);
-    table_[i] = Bucket::Of(TagOf(fingerprint), slot, Distance(home, i));
+    InsertIn(table_, HighOf(fingerprint), TagOf(fingerprint), slot);
   }
 
   // Removes the entry of `slot`, whose fingerprint's high half is `high`.
@@ -173,31 +187,68 @@ class ArcIndex {
   // REQUIRES: the entry is present.
   template <typename HighOfSlot>
   void Erase(uint32_t high, uint32_t slot, const HighOfSlot& high_of) {
-    size_t hole = Home(high);
-    while (table_[hole].empty() || table_[hole].slot() != slot) {
-      hole = Next(hole);
-    }
-    // Backward shift: walk the rest of the cluster; an entry may move into
-    // the hole iff the hole lies on its probe path, i.e. the hole is no
-    // further behind it (`back`) than its home is (its distance).
-    size_t back = 1;
-    for (size_t j = Next(hole); !table_[j].empty(); j = Next(j), ++back) {
-      const Bucket b = table_[j];
-      size_t distance = b.distance();
-      if (distance == Bucket::kFarAway) {
-        distance = Distance(Home(high_of(b.slot())), j);
-      }
-      if (distance >= back) {
-        table_[hole] = Bucket::Of(b.tag, b.slot(), distance - back);
-        hole = j;
-        back = 0;
+    if (growing()) {
+      const size_t at = FindBucket(old_, high, slot);
+      if (at != kNoBucket) {
+        EraseAt(old_, at, high_of);
+        return;
       }
     }
-    table_[hole] = Bucket{};
+    size_t at = table_.Home(high);
+    while (table_.at(at).empty() || table_.at(at).slot() != slot) {
+      at = table_.Next(at);
+    }
+    EraseAt(table_, at, high_of);
   }
 
-  size_t bucket_count() const { return buckets_; }
-  size_t memory_bytes() const { return bucket_count() * sizeof(Bucket); }
+  // Starts growing into `bigger` (from Create, made with no lock held), in
+  // O(1): later inserts go there, and MigrateSome moves the present
+  // entries. REQUIRES: !growing(); `bigger` holds no entries, is not
+  // growing, and has room for every key that will be present.
+  void BeginGrow(ArcIndex&& bigger) {
+    old_ = std::exchange(table_, std::exchange(bigger.table_, Table{}));
+    scan_ = 0;
+  }
+
+  // Moves up to `max_moves` entries from the old table to the new one,
+  // visiting at most 8 * max_moves + 1 buckets. Returns true once the old
+  // table is empty (growth done; TakeRetired then hands its memory back).
+  // `high_of(s)` returns the fingerprint's high half of any slot present.
+  template <typename HighOfSlot>
+  bool MigrateSome(size_t max_moves, const HighOfSlot& high_of) {
+    if (!growing()) return true;
+    size_t visits = 8 * max_moves + 1;
+    while (scan_ < old_.buckets && visits > 0) {
+      --visits;
+      const Bucket b = old_.at(scan_);
+      if (b.empty()) {
+        ++scan_;
+        continue;
+      }
+      if (max_moves == 0) break;
+      --max_moves;
+      InsertIn(table_, high_of(b.slot()), b.tag, b.slot());
+      EraseAt(old_, scan_, high_of);  // may refill scan_ from its cluster
+    }
+    return scan_ == old_.buckets;
+  }
+
+  // True from BeginGrow until TakeRetired after the migration.
+  bool growing() const { return old_.data != nullptr; }
+
+  // After MigrateSome returned true: the old table's memory, for the caller
+  // to free with no lock held ({nullptr, 0} if there is none). Ends growth.
+  std::pair<void*, size_t> TakeRetired() {
+    if (!growing() || scan_ != old_.buckets) return {nullptr, 0};
+    const Table old = std::exchange(old_, Table{});
+    return {old.data, old.buckets * sizeof(Bucket)};
+  }
+
+  size_t bucket_count() const { return table_.buckets; }
+  // Both tables while growing.
+  size_t memory_bytes() const {
+    return (table_.buckets + old_.buckets) * sizeof(Bucket);
+  }
 
  private:
   struct Bucket {
@@ -223,27 +274,104 @@ class ArcIndex {
   static_assert(((uint64_t{kMaxKeys} + 1) << 3) - 1 <= UINT32_MAX,
                 "slot + 1 of every slot below kMaxKeys must fit 29 bits");
 
+  // One bucket array; buckets == 0 means none.
+  struct Table {
+    Bucket* data = nullptr;
+    size_t buckets = 0;
+
+    Bucket& at(size_t i) const { return data[i]; }
+    size_t Home(uint32_t high) const {
+      return static_cast<size_t>((uint64_t{high} * buckets) >> 32);
+    }
+    size_t Next(size_t i) const { return i + 1 == buckets ? 0 : i + 1; }
+    // How far `to` lies past `from` along the (wrapping) probe direction.
+    size_t Distance(size_t from, size_t to) const {
+      return to >= from ? to - from : to + buckets - from;
+    }
+  };
+
   static constexpr size_t kMinBuckets = 8;
+  static constexpr size_t kNoBucket = SIZE_MAX;
 
-  ArcIndex(Bucket* table, size_t buckets, RawAllocator alloc)
-      : table_(table), buckets_(buckets), alloc_(alloc) {}
+  ArcIndex(Table table, RawAllocator alloc) : table_(table), alloc_(alloc) {}
 
-  size_t Home(uint32_t high) const {
-    return static_cast<size_t>((uint64_t{high} * buckets_) >> 32);
+  // Walks `t`'s cluster for `fingerprint`. Returns true with *found = the
+  // slot on a whole-key match; else false, with *found set to the first
+  // fingerprint match if it was still kArcNil.
+  template <typename Matches>
+  static bool FindIn(const Table& t, uint64_t fingerprint,
+                     const Matches& matches, uint32_t* found) {
+    const uint32_t tag = TagOf(fingerprint);
+    for (size_t i = t.Home(HighOf(fingerprint));; i = t.Next(i)) {
+      const Bucket& b = t.at(i);
+      if (b.empty()) return false;
+      if (b.tag != tag) continue;
+      switch (matches(b.slot())) {
+        case ArcMatch::kKey:
+          *found = b.slot();
+          return true;
+        case ArcMatch::kFingerprint:
+          if (*found == kArcNil) *found = b.slot();
+          break;
+        case ArcMatch::kNo:
+          break;
+      }
+    }
   }
-  size_t Next(size_t i) const { return i + 1 == buckets_ ? 0 : i + 1; }
-  // How far `to` lies past `from` along the (wrapping) probe direction.
-  size_t Distance(size_t from, size_t to) const {
-    return to >= from ? to - from : to + buckets_ - from;
+
+  static void InsertIn(const Table& t, uint32_t high, uint32_t tag,
+                       uint32_t slot) {
+    const size_t home = t.Home(high);
+    size_t i = home;
+    while (!t.at(i).empty()) i = t.Next(i);
+    t.at(i) = Bucket::Of(tag, slot, t.Distance(home, i));
+  }
+
+  // The bucket of `slot` in `t`, or kNoBucket.
+  static size_t FindBucket(const Table& t, uint32_t high, uint32_t slot) {
+    for (size_t i = t.Home(high);; i = t.Next(i)) {
+      const Bucket& b = t.at(i);
+      if (b.empty()) return kNoBucket;
+      if (b.slot() == slot) return i;
+    }
+  }
+
+  // Empties bucket `hole` of `t`, then shifts later entries of the same
+  // cluster back into the hole when their home allows it (Knuth's
+  // Algorithm R): an entry may move into the hole iff the hole lies on its
+  // probe path, i.e. the hole is no further behind it (`back`) than its
+  // home is (its distance).
+  template <typename HighOfSlot>
+  static void EraseAt(const Table& t, size_t hole, const HighOfSlot& high_of) {
+    size_t back = 1;
+    for (size_t j = t.Next(hole); !t.at(j).empty(); j = t.Next(j), ++back) {
+      const Bucket b = t.at(j);
+      size_t distance = b.distance();
+      if (distance == Bucket::kFarAway) {
+        distance = t.Distance(t.Home(high_of(b.slot())), j);
+      }
+      if (distance >= back) {
+        t.at(hole) = Bucket::Of(b.tag, b.slot(), distance - back);
+        hole = j;
+        back = 0;
+      }
+    }
+    t.at(hole) = Bucket{};
   }
 
   void Free() {
-    if (table_ != nullptr) alloc_.Deallocate(table_, memory_bytes());
-    table_ = nullptr;
+    for (Table* t : {&table_, &old_}) {
+      if (t->data != nullptr) {
+        alloc_.Deallocate(t->data, t->buckets * sizeof(Bucket));
+      }
+      *t = Table{};
+    }
   }
 
-  Bucket* table_;
-  size_t buckets_;
+  Table table_;
+  // While growing: the table being emptied, scanned from bucket scan_ on.
+  Table old_;
+  size_t scan_ = 0;
   RawAllocator alloc_;
 };
 

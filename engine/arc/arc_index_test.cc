@@ -1,6 +1,8 @@
 #include "engine/arc/arc_index.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <unordered_map>
 #include <vector>
 
@@ -44,6 +46,42 @@ class Harness {
     model_.erase(k);
     free_.push_back(s);
   }
+  // Starts growing the index to `max_keys` (slots up to it become usable).
+  void Grow(uint32_t max_keys) {
+    absl::StatusOr<ArcIndex> bigger =
+        ArcIndex::Create(max_keys, RawAllocator::Default());
+    ASSERT_TRUE(bigger.ok());
+    for (uint32_t s = keys_.size(); s < max_keys; ++s) free_.push_back(s);
+    keys_.resize(max_keys);
+    index_.BeginGrow(*std::move(bigger));
+  }
+  // One migration step; frees the old table once it is done.
+  bool Step(size_t max_moves) {
+    const bool done = index_.MigrateSome(max_moves, [this](uint32_t slot) {
+      ++high_asked_;
+      return ArcIndex::HighOf(keys_[slot].h2);
+    });
+    if (done) {
+      const auto [p, bytes] = index_.TakeRetired();
+      retired_bytes_ += bytes;
+      if (p != nullptr) RawAllocator::Default().Deallocate(p, bytes);
+    }
+    return done;
+  }
+  size_t retired_bytes() const { return retired_bytes_; }
+  // Inserts a new key with a random fingerprint, or erases a random key:
+  // ARC's churn at a size near `max_keys`.
+  void Churn(TraceRng& rng, uint32_t max_keys, uint64_t* next_id) {
+    if (model_.size() < max_keys && (model_.empty() || rng.Below(2))) {
+      Insert(HashPair{*next_id, rng.Next()});
+      ++*next_id;
+    } else {
+      auto it = model_.begin();
+      std::advance(it, rng.Below(std::min<size_t>(model_.size(), 8)));
+      Erase(it->first);
+    }
+  }
+
   // How often the index asked the arena stand-in for a key's home (only
   // for keys 7 or more buckets past it) or to confirm a tag match.
   uint64_t high_asked() const { return high_asked_; }
@@ -66,7 +104,23 @@ class Harness {
   std::unordered_map<HashPair, uint32_t, PairHash> model_;
   uint64_t high_asked_ = 0;
   uint64_t matches_asked_ = 0;
+  size_t retired_bytes_ = 0;
 };
+
+// Eight keys in one cluster of a table of n buckets that wraps from its
+// last bucket to its first: homes last-1, last, 0, 1, last, last-1, ...
+std::vector<HashPair> WrappedClusterKeys(uint64_t n) {
+  const uint64_t last = n - 1;
+  std::vector<HashPair> keys;
+  for (uint64_t i = 0; i < 8; ++i) {
+    const uint64_t home = (last - 1 + (i * 5) % 4) % n;
+    // A tag whose multiply-shift home is `home` (the smallest such tag plus
+    // i, far below the next home's), distinct per key.
+    const uint64_t tag = ((home << 32) + n - 1) / n + i;
+    keys.push_back(HashPair{i, (tag << 32) | i});
+  }
+  return keys;
+}
 
 TEST(ArcIndexTest, RejectsCapacitiesOutsideTheSlotEncoding) {
   EXPECT_FALSE(ArcIndex::Create(0, RawAllocator::Default()).ok());
@@ -182,17 +236,8 @@ TEST(ArcIndexTest, AWholeKeyMatchWinsOverAnEarlierFingerprintMatch) {
 // distance arithmetic of the backward shift.
 TEST(ArcIndexTest, BackwardShiftAcrossTheTableEnd) {
   Harness h(8);
-  const uint64_t n = h.index().bucket_count();
-  const uint64_t last = n - 1;
-  std::vector<HashPair> keys;
-  for (uint64_t i = 0; i < 8; ++i) {
-    // Homes last-1, last, 0, 1, last, last-1, ...: one wrapped cluster.
-    const uint64_t home = (last - 1 + (i * 5) % 4) % n;
-    // A tag whose multiply-shift home is `home` (the smallest such tag plus
-    // i, far below the next home's), distinct per key.
-    const uint64_t tag = ((home << 32) + n - 1) / n + i;
-    keys.push_back(HashPair{i, (tag << 32) | i});
-  }
+  const std::vector<HashPair> keys =
+      WrappedClusterKeys(h.index().bucket_count());
   for (const HashPair& k : keys) h.Insert(k);
   h.ExpectAllFound();
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -231,6 +276,73 @@ TEST(ArcIndexTest, ChurnAtFullLoadMatchesAModel) {
   }
   h.ExpectAllFound();
   EXPECT_EQ(h.size(), live.size());
+}
+
+// Growth at full load (3/4 of the old table's buckets): every key stays
+// findable at every step of the incremental rehash while keys are inserted
+// (into the new table) and erased (from either), and each step moves at
+// most the entries it is given.
+TEST(ArcIndexTest, GrowthAtFullLoadKeepsEveryKeyFindable) {
+  constexpr uint32_t kOld = 300, kNew = 700;
+  Harness h(kOld);
+  TraceRng rng(11);
+  uint64_t next_id = 0;
+  while (h.size() < kOld) h.Insert(HashPair{next_id++, rng.Next()});
+  const size_t old_buckets = h.index().bucket_count();
+  h.Grow(kNew);
+  EXPECT_TRUE(h.index().growing());
+  EXPECT_EQ(h.index().bucket_count(), ArcIndex::BucketsFor(kNew));
+  EXPECT_EQ(h.index().memory_bytes(),
+            ArcIndex::BytesFor(kOld) + ArcIndex::BytesFor(kNew));
+  h.ExpectAllFound();
+  EXPECT_FALSE(h.Step(0));  // no moves allowed: nothing happens
+  h.ExpectAllFound();
+  size_t steps = 0;
+  for (bool done = false; !done; ++steps) {
+    done = h.Step(1);
+    h.Churn(rng, kNew, &next_id);
+    h.ExpectAllFound();
+    ASSERT_LT(steps, 10 * old_buckets) << "the rehash does not end";
+  }
+  EXPECT_GE(steps, kOld / 2) << "a step moved more than one entry";
+  EXPECT_FALSE(h.index().growing());
+  EXPECT_EQ(h.retired_bytes(), ArcIndex::BytesFor(kOld));
+  EXPECT_EQ(h.index().memory_bytes(), ArcIndex::BytesFor(kNew));
+  // The grown index keeps working at its new maximum.
+  for (int op = 0; op < 20000; ++op) h.Churn(rng, kNew, &next_id);
+  h.ExpectAllFound();
+}
+
+// A cluster that wraps from the old table's last bucket to its first: the
+// scan starts at bucket 0, in the middle of that cluster, and a backward
+// shift late in the scan walks past the end into buckets already emptied.
+TEST(ArcIndexTest, GrowthMovesAClusterThatWrapsTheTableEnd) {
+  Harness h(8);
+  const std::vector<HashPair> keys =
+      WrappedClusterKeys(h.index().bucket_count());
+  for (const HashPair& k : keys) h.Insert(k);
+  h.Grow(64);
+  h.ExpectAllFound();
+  while (!h.Step(1)) h.ExpectAllFound();
+  h.ExpectAllFound();
+  for (const HashPair& k : keys) h.Erase(k);
+  EXPECT_EQ(h.size(), 0u);
+}
+
+// Growing again after a growth, with churn between and during.
+TEST(ArcIndexTest, RepeatedGrowthsUnderChurn) {
+  Harness h(4);
+  TraceRng rng(12);
+  uint64_t next_id = 0;
+  uint32_t max_keys = 4;
+  for (int growth = 0; growth < 8; ++growth) {
+    for (int op = 0; op < 2000; ++op) h.Churn(rng, max_keys, &next_id);
+    max_keys = 2 * max_keys + 1;
+    h.Grow(max_keys);
+    while (!h.Step(2)) h.Churn(rng, max_keys, &next_id);
+    h.ExpectAllFound();
+  }
+  EXPECT_EQ(h.index().bucket_count(), ArcIndex::BucketsFor(max_keys));
 }
 
 }  // namespace

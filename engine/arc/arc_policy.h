@@ -47,6 +47,16 @@
 // The bounds |T1| + |T2| <= c, |T1| + |B1| <= c and |T1| + |T2| + |B1| +
 // |B2| <= 2c hold after every operation, including Forget and ForceEvict.
 //
+// c may grow (BeginGrow; never shrink). The lists and p are kept as they
+// are, which satisfies the bounds for any larger c, and from then on the
+// algorithm above runs with the new c: between two changes of c it is
+// exactly the ARC above. Right after a growth the cache is not full while
+// ghosts remain, the situation Forget and ForceEvict also leave behind, so
+// the rule "REPLACE when the cache is full" (second detail above) is what
+// lets the bigger cache fill: misses and ghost hits are admitted without
+// evicting until c keys are resident. reference_arc.h's Grow does the same,
+// and the equivalence tests check traces with growths at chosen points.
+//
 // Each miss is split in three steps so that ConcurrentARC can interleave the
 // CMap operations that must succeed before the lists change (report §3.18):
 //
@@ -70,6 +80,7 @@
 
 #include "engine/arc/arc_flat_list.h"
 #include "engine/arc/arc_index.h"
+#include "engine/arc/retired_memory.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
 
@@ -270,6 +281,26 @@ class BasicArcPolicy {
     lists_.Remove(s);
     return was;
   }
+
+  // ---- Growth of c (arc_flat_list.h has the three steps) ----
+
+  using Growth = typename ArcFlatLists<Index>::Growth;
+
+  // Allocates what capacity `new_capacity` needs, taking no lock.
+  // REQUIRES: !growing(), and growths are serialized by the caller.
+  absl::StatusOr<Growth> AllocateGrowth(uint32_t new_capacity) const {
+    return lists_.AllocateGrowth(new_capacity);
+  }
+  // c becomes growth.capacity() at once; O(1).
+  void BeginGrow(Growth&& growth) {
+    capacity_ = growth.capacity();
+    lists_.BeginGrow(std::move(growth));
+  }
+  // Bounded work (up to `max_moves` index entries); true once done.
+  bool GrowStep(size_t max_moves) { return lists_.GrowStep(max_moves); }
+  bool growing() const { return lists_.growing(); }
+  // After GrowStep returned true: the old memory, to free after the lock.
+  void TakeRetired(RetiredMemory* out) { lists_.TakeRetired(out); }
 
   uint32_t capacity() const { return capacity_; }
   uint64_t p() const { return p_; }

@@ -10,6 +10,7 @@
 
 #include "engine/arc/arc_trace.h"
 #include "engine/arc/reference_arc.h"
+#include "engine/arc/retired_memory.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
 
@@ -72,6 +73,8 @@ struct CaseCounts {
   uint64_t guarded_decrements = 0;  // Case III with delta > p (§3.19)
   uint32_t max_size[4] = {0, 0, 0, 0};
   uint32_t max_tracked = 0;
+  uint32_t max_resident = 0;
+  uint64_t ops_while_growing = 0;  // accesses made while the index rehashed
 };
 
 // The ARC bounds, on the production core.
@@ -91,11 +94,40 @@ std::string CheckBounds(const ArcPolicy& arc) {
 // Runs `trace` through the production core and the reference, comparing
 // every step: hit or miss, which key left the cache and where it went, and p.
 // Returns an empty string, or a description of the first divergence.
+// A growth of c to `to` before access number `op`, rehashed over the
+// following accesses at `moves_per_op` index entries each.
+struct GrowAt {
+  size_t op;
+  uint32_t to;
+  size_t moves_per_op;
+};
+
+// Runs a started growth to its end and frees what it retired.
+void FinishGrowth(ArcPolicy& arc) {
+  while (!arc.GrowStep(1)) {
+  }
+  RetiredMemory retired;
+  arc.TakeRetired(&retired);
+}
+
 std::string Compare(const std::vector<HashPair>& trace, uint32_t c,
-                    CaseCounts* counts) {
+                    CaseCounts* counts,
+                    const std::vector<GrowAt>& growths = {}) {
   ArcPolicy arc = Make(c);
   ReferenceArc ref(c);
+  auto next_growth = growths.begin();
+  size_t moves_per_op = 0;
   for (size_t i = 0; i < trace.size(); ++i) {
+    if (next_growth != growths.end() && next_growth->op == i) {
+      if (arc.growing()) FinishGrowth(arc);
+      absl::StatusOr<ArcPolicy::Growth> g =
+          arc.AllocateGrowth(next_growth->to);
+      if (!g.ok()) return g.status().ToString();
+      arc.BeginGrow(*std::move(g));
+      ref.Grow(next_growth->to);
+      moves_per_op = next_growth->moves_per_op;
+      ++next_growth;
+    }
     const HashPair& x = trace[i];
     const ArcList before = ref.Where(x);
     const uint64_t p_before = ref.p();
@@ -152,6 +184,14 @@ std::string Compare(const std::vector<HashPair>& trace, uint32_t c,
       m = std::max(m, arc.lists().size(l));
     }
     counts->max_tracked = std::max(counts->max_tracked, arc.lists().tracked());
+    counts->max_resident = std::max(counts->max_resident, arc.resident());
+    if (arc.growing()) {
+      ++counts->ops_while_growing;
+      if (arc.GrowStep(moves_per_op)) {
+        RetiredMemory retired;
+        arc.TakeRetired(&retired);
+      }
+    }
   }
   for (ArcList l : kLists) {
     if (!Holds(arc, l, ref.Contents(l))) {
@@ -196,6 +236,158 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(TraceName(std::get<0>(info.param))) + "_c" +
              std::to_string(std::get<1>(info.param));
     });
+
+// Growth of c: at a quarter of the trace c doubles, at half it grows to
+// 3 * 2c + 1 (not a doubling); each index rehash is spread over many accesses
+// (one entry moved per access), so accesses run against both index tables.
+// Hits, evictions and p match the reference (which grows c at the same
+// points) at every step, and the cache fills to its new c.
+class ArcGrowthEquivalenceTest : public ArcEquivalenceTest {};
+
+TEST_P(ArcGrowthEquivalenceTest, SameHitsEvictionsAndPAsTheReference) {
+  const auto [kind, c] = GetParam();
+  const size_t ops = OpsFor(c);
+  const uint32_t final_c = 3 * (2 * c) + 1;
+  const std::vector<HashPair> trace =
+      MakeTrace(kind, UniverseFor(final_c), ops, /*seed=*/7 + c);
+  CaseCounts counts;
+  const std::string divergence =
+      Compare(trace, c, &counts,
+              {GrowAt{ops / 4, 2 * c, 1}, GrowAt{ops / 2, final_c, 1}});
+  EXPECT_EQ(divergence, "") << TraceName(kind) << " c=" << c;
+  EXPECT_GT(counts.ops_while_growing, 0u);
+  if (kind != TraceKind::kLoop) {
+    // A loop over 10 * final_c keys fills too, but every kind but one is
+    // enough to show that the grown cache is used.
+    EXPECT_EQ(counts.max_resident, final_c) << TraceName(kind);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTracesAndCapacities, ArcGrowthEquivalenceTest,
+    ::testing::Combine(::testing::ValuesIn(kAllTraceKinds),
+                       ::testing::Values(1u, 3u, 64u, 1000u)),
+    [](const auto& info) {
+      return std::string(TraceName(std::get<0>(info.param))) + "_c" +
+             std::to_string(std::get<1>(info.param));
+    });
+
+// Random growths at random points of random traces at small capacities:
+// at full load, with the ghost lists full, while the previous rehash is
+// still running (it is finished first), with 1 to 3 index moves per access.
+TEST(ArcPolicyTest, RandomGrowthsMatchTheReference) {
+  for (uint32_t c : {1u, 2u, 3u, 5u}) {
+    CaseCounts counts;
+    TraceRng rng(100 + c);
+    for (int round = 0; round < 100; ++round) {
+      std::vector<GrowAt> growths;
+      uint32_t to = c;
+      for (size_t op = rng.Below(50); op < 600; op += 1 + rng.Below(150)) {
+        to += 1 + static_cast<uint32_t>(rng.Below(2 * to));
+        growths.push_back(GrowAt{op, to, 1 + rng.Below(3)});
+      }
+      const uint64_t universe = to + 1 + rng.Below(3 * to + 2);
+      std::vector<HashPair> trace;
+      for (int i = 0; i < 600; ++i) {
+        trace.push_back(TraceKey(rng.Below(universe)));
+      }
+      ASSERT_EQ(Compare(trace, c, &counts, growths), "")
+          << "c=" << c << " round " << round;
+    }
+    EXPECT_GT(counts.ops_while_growing, 0u);
+    EXPECT_GT(counts.b1_hits, 0u);
+    EXPECT_GT(counts.b2_hits, 0u);
+  }
+}
+
+// A growth allocates with no lock needed and then nothing more: the new
+// arena, records and index; its retired memory is exactly the old ones;
+// nothing is allocated or freed by the steps.
+TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
+  struct Counts {
+    int allocations = 0;
+    int deallocations = 0;
+    size_t bytes = 0;
+  } n;
+  RawAllocator counting{
+      [](void* ctx, size_t bytes) -> void* {
+        auto* c = static_cast<Counts*>(ctx);
+        ++c->allocations;
+        c->bytes += bytes;
+        return RawAllocator::Default().Allocate(bytes);
+      },
+      [](void* ctx, void* p, size_t bytes) {
+        auto* c = static_cast<Counts*>(ctx);
+        ++c->deallocations;
+        c->bytes -= bytes;
+        RawAllocator::Default().Deallocate(p, bytes);
+      },
+      &n};
+  absl::StatusOr<ArcPolicy> arc = ArcPolicy::Create(3000, counting);
+  ASSERT_TRUE(arc.ok());
+  EXPECT_EQ(n.bytes, ArcFlatLists<>::BytesFor(3000));
+  const std::vector<HashPair> trace =
+      MakeTrace(TraceKind::kZipfian, 100000, 20000, 3);
+  for (size_t i = 0; i < 10000; ++i) arc->Access(trace[i]);
+  ASSERT_EQ(arc->resident(), 3000u);
+
+  EXPECT_EQ(arc->AllocateGrowth(3000).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<ArcPolicy::Growth> g = arc->AllocateGrowth(7000);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(n.allocations, 3 + 3);  // arena, records, index
+  EXPECT_EQ(n.bytes, ArcFlatLists<>::GrowthPeakBytes(3000, 7000));
+  arc->BeginGrow(*std::move(g));
+  EXPECT_EQ(arc->capacity(), 7000u);
+  EXPECT_EQ(arc->memory_bytes(), ArcFlatLists<>::GrowthPeakBytes(3000, 7000));
+  for (size_t i = 10000; i < 20000; ++i) {
+    arc->Access(trace[i]);
+    if (arc->GrowStep(1)) break;
+  }
+  while (!arc->GrowStep(4)) {
+  }
+  EXPECT_EQ(n.allocations, 6);
+  EXPECT_EQ(n.deallocations, 0);
+  {
+    RetiredMemory retired;
+    arc->TakeRetired(&retired);
+    EXPECT_FALSE(arc->growing());
+    EXPECT_EQ(retired.bytes(), ArcFlatLists<>::GrowthPeakBytes(3000, 7000) -
+                                   ArcFlatLists<>::BytesFor(7000));
+  }
+  EXPECT_EQ(n.deallocations, 3);
+  EXPECT_EQ(n.bytes, ArcFlatLists<>::BytesFor(7000));
+  EXPECT_EQ(arc->memory_bytes(), ArcFlatLists<>::BytesFor(7000));
+}
+
+// An allocation failure during AllocateGrowth changes nothing.
+TEST(ArcPolicyTest, AFailedGrowthChangesNothing) {
+  struct Budget {
+    int left = 3;
+  } budget;
+  RawAllocator limited{
+      [](void* ctx, size_t bytes) -> void* {
+        auto* b = static_cast<Budget*>(ctx);
+        if (b->left == 0) return nullptr;
+        --b->left;
+        return RawAllocator::Default().Allocate(bytes);
+      },
+      [](void* ctx, void* p, size_t bytes) {
+        ++static_cast<Budget*>(ctx)->left;
+        RawAllocator::Default().Deallocate(p, bytes);
+      },
+      &budget};
+  absl::StatusOr<ArcPolicy> arc = ArcPolicy::Create(2000, limited);
+  ASSERT_TRUE(arc.ok());
+  for (int allowed = 0; allowed < 3; ++allowed) {
+    budget.left = allowed;
+    absl::StatusOr<ArcPolicy::Growth> g = arc->AllocateGrowth(5000);
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(budget.left, allowed) << "a failed growth kept memory";
+    EXPECT_EQ(arc->capacity(), 2000u);
+    EXPECT_FALSE(arc->growing());
+  }
+}
 
 // Many short random traces at small capacities: every list reaches its
 // largest possible size (c each; T1+T2+B1+B2 = 2c) without the arena running

@@ -5,7 +5,8 @@
 //
 // Thread safety: thread-safe. Find and UpdateInPlace are lock-free (CMap's
 // seqlock read or write plus one PromoteBuf enqueue); Set, Erase,
-// ForceEvictOne, ColdestKeys and the diagnostics take the SpinLock.
+// ForceEvictOne, ColdestKeys, GrowStep and the diagnostics take the
+// SpinLock, Grow takes it only to install what it allocated.
 // Callbacks run under the SpinLock and must not call back into the same
 // ConcurrentARC.
 //
@@ -47,6 +48,19 @@
 //     never depends on how keys hash. The admission count is also a check:
 //     if ARC ever let c + 1 keys in, CMap::Set would refuse the extra one.
 //
+// Growth (issue 13: the key table follows the keys). c can grow while the
+// cache serves: the table is a ResizableCMap (engine/cmap/resizable_cmap.h,
+// lock-free readers across its incremental rehash) and ARC's state grows
+// with it (arc_flat_list.h). Grow allocates both with no lock held and
+// installs them under the SpinLock in O(1); from then on c is the new
+// capacity, and the old table's keys, ARC's index entries, arena slots and
+// key records move over a few at a time: GrowStep (the node's worker, in
+// its maintenance pass) and every Set while growing (kGrowMovesPerSet, so
+// a growth ends even with no worker). When all have moved, the old memory
+// is released after the lock is dropped (RetiredMemory, ReleaseRetired).
+// One growth at a time: `growing_` is claimed by Grow and given back, under
+// the SpinLock, by the step that finishes (or by a Grow that failed).
+//
 // Erase, ForceEvictOne, the callbacks and the counters are documented at
 // their declarations below; docs/arc.md has the whole design.
 #ifndef FURRBALLS_ENGINE_ARC_CONCURRENT_ARC_H_
@@ -72,7 +86,9 @@
 #include "engine/arc/arc_flat_list.h"
 #include "engine/arc/arc_policy.h"
 #include "engine/arc/promote_buf.h"
+#include "engine/arc/retired_memory.h"
 #include "engine/cmap/cmap.h"
+#include "engine/cmap/resizable_cmap.h"
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
@@ -82,14 +98,15 @@ namespace furrballs {
 
 template <typename Value>
 struct ConcurrentArcOptions {
-  // The cache's size in entries (ARC's c): at most this many keys are
-  // resident, and ARC remembers as many again as ghosts. The engine above
-  // translates its memory budget into entries. Required; at most
-  // ArcFlatLists<>::kMaxCapacity.
+  // The cache's size in entries (ARC's c) at creation: at most this many
+  // keys are resident, and ARC remembers as many again as ghosts. The
+  // engine above translates its memory budget into entries, and may Grow
+  // it later. Required; at most ArcFlatLists<>::kMaxCapacity.
   uint32_t capacity = 0;
 
   // Where the CMap and ARC's arena, key records and index live (e.g. a NUMA
-  // node's memory, from Numatic). Allocation happens in Create only.
+  // node's memory, from Numatic). Allocation happens in Create and Grow
+  // only, never under the SpinLock.
   RawAllocator allocator = RawAllocator::Default();
 
   // Passed to CMap (its string-key convenience functions hash with it).
@@ -146,6 +163,10 @@ template <typename Value>
 class ConcurrentARC {
  public:
   using Options = ConcurrentArcOptions<Value>;
+
+  // Old-table keys, index entries (and 16 slots and 8 key records per
+  // entry) moved by every Set while growing.
+  static constexpr size_t kGrowMovesPerSet = 2;
 
   static absl::StatusOr<std::unique_ptr<ConcurrentARC>> Create(
       const Options& options) {
@@ -211,10 +232,14 @@ class ConcurrentARC {
   // error with nothing admitted (kAbandonedSet: a concurrent UpdateInPlace
   // held the key's or the victim's slot, retry; kCacheFull: cannot happen
   // with the sizing above, but is passed through). See the file comment for
-  // the order of operations.
+  // the order of operations. While growing, also moves kGrowMovesPerSet.
   CMapSetResult Set(const HashPair& h, const Value& v) {
+    GrowthTail tail(this);  // declared first: runs after the lock is dropped
     SpinLockHolder hold(lock_);
     DrainLocked();
+    if (growth_installed_) {
+      tail.finished = GrowStepLocked(kGrowMovesPerSet, &tail.retired);
+    }
     const ArcFlatLists<>& lists = policy_.lists();
     const uint32_t slot = lists.Find(h);
     if (slot != kArcNil && IsResident(lists.list_of(slot))) {
@@ -385,13 +410,77 @@ class ConcurrentARC {
     return s;
   }
 
-  uint32_t capacity() const { return options_.capacity; }
+  // ---- Growth (see the file comment) ----
+
+  // ARC's c now (the new one from the moment a growth is installed).
+  uint32_t capacity() const {
+    return capacity_.load(std::memory_order_relaxed);
+  }
+
+  // Grows c to `new_capacity`: allocates the new table and ARC state with
+  // no lock held, then installs them under the SpinLock in O(1). Keys move
+  // afterwards (GrowStep, and every Set). InvalidArgument if a growth is
+  // under way or `new_capacity` is not larger than capacity() (or above
+  // ArcFlatLists<>::kMaxCapacity); ResourceExhausted if an allocation fails.
+  // Nothing changes on an error.
+  absl::Status Grow(uint32_t new_capacity) {
+    // acquire: pairs with the release that ended the previous growth, so
+    // its installs, which AllocateGrowth reads, are visible.
+    if (growing_.exchange(true, std::memory_order_acquire)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ConcurrentARC: already growing (to capacity ", capacity(), ")"));
+    }
+    absl::Status status = GrowClaimed(new_capacity);
+    if (!status.ok()) growing_.store(false, std::memory_order_release);
+    return status;
+  }
+
+  // From Grow until the growth is complete.
+  bool growing() const { return growing_.load(std::memory_order_acquire); }
+
+  // Moves up to `max_moves` keys of the old table and as many ARC index
+  // entries (with 16 arena slots and 8 key records each) under the
+  // SpinLock. Returns true when no growth is under way any more: this call
+  // or an earlier one (perhaps a Set's) completed it, and the memory it
+  // retired has been released, outside the lock. False while keys remain,
+  // or while a Grow is still allocating.
+  bool GrowStep(size_t max_moves) {
+    if (!growing()) return true;
+    GrowthTail tail(this);
+    {
+      SpinLockHolder hold(lock_);
+      if (growth_installed_) {
+        tail.finished = GrowStepLocked(max_moves, &tail.retired);
+      }
+    }
+    tail.Finish();
+    return tail.finished;
+  }
+
+  // Everything Create maps for capacity c: the table and ARC's state.
+  static size_t BytesFor(uint32_t capacity) {
+    return ResizableCMap<Value>::BytesFor(capacity) +
+           ArcFlatLists<>::BytesFor(capacity);
+  }
+  // What is mapped while growing from `from` to `to`: both tables and both
+  // generations of ARC's state. After the growth ARC keeps
+  // ArcFlatLists<>::BytesFor(to); the table keeps ResizableCMap's account
+  // (its retired tables' pages are released, their ranges stay mapped:
+  // resizable_cmap.h, "Released tables").
+  static size_t GrowthPeakBytes(uint32_t from, uint32_t to) {
+    return ResizableCMap<Value>::BytesFor(from) +
+           ResizableCMap<Value>::BytesFor(to) +
+           ArcFlatLists<>::GrowthPeakBytes(from, to);
+  }
   // Resident entries, as CMap counts them.
   size_t size() const { return table_.size(); }
   // Live keys CMap admits (== capacity()).
   size_t table_capacity() const { return table_.capacity(); }
-  // ARC's arena, key records and index (CMap reports its own memory).
-  size_t policy_memory_bytes() const { return policy_memory_bytes_; }
+  // ARC's arena, key records and index, both generations while growing
+  // (CMap reports its own memory).
+  size_t policy_memory_bytes() const {
+    return policy_memory_bytes_.load(std::memory_order_relaxed);
+  }
 
   // Diagnostics; each takes the SpinLock.
   ArcList Where(const HashPair& h) {
@@ -410,10 +499,11 @@ class ConcurrentARC {
   std::string CheckInvariants() {
     SpinLockHolder hold(lock_);
     const ArcFlatLists<>& l = policy_.lists();
-    const uint64_t c = options_.capacity;
+    std::ostringstream bad;
+    const uint64_t c = policy_.capacity();
+    if (c != capacity()) bad << "capacity() " << capacity() << " != ARC's c; ";
     const uint64_t t1 = l.size(ArcList::kT1), t2 = l.size(ArcList::kT2);
     const uint64_t b1 = l.size(ArcList::kB1), b2 = l.size(ArcList::kB2);
-    std::ostringstream bad;
     if (t1 + t2 > c) bad << "|T1|+|T2| = " << t1 + t2 << " > c; ";
     if (t1 + b1 > c) bad << "|T1|+|B1| = " << t1 + b1 << " > c; ";
     if (t1 + t2 + b1 + b2 > 2 * c) bad << "directory > 2c; ";
@@ -445,9 +535,82 @@ class ConcurrentARC {
 
   ConcurrentARC(const Options& options, ArcPolicy policy)
       : options_(options),
-        table_(options.capacity, options.hasher, options.allocator),
+        table_(options.capacity, options.allocator, options.hasher),
+        capacity_(options.capacity),
         policy_(std::move(policy)),
         policy_memory_bytes_(policy_.memory_bytes()) {}
+
+  // Releases what a growth step retired once the lock is dropped: declared
+  // before the SpinLockHolder, so destroyed after it.
+  struct GrowthTail {
+    explicit GrowthTail(ConcurrentARC* arc) : arc(arc) {}
+    ~GrowthTail() { Finish(); }
+    void Finish() {
+      if (!finished || released) return;
+      retired.Release();
+      arc->table_.ReleaseRetired();
+      released = true;
+    }
+    ConcurrentARC* arc;
+    RetiredMemory retired;
+    bool finished = false;
+    bool released = false;
+  };
+
+  // The Grow of the claimant of growing_. Reads ARC's state without the
+  // lock in AllocateGrowth: only BeginGrow changes what it reads, and only
+  // this claimant calls BeginGrow.
+  absl::Status GrowClaimed(uint32_t new_capacity)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (new_capacity <= capacity() ||
+        new_capacity > ArcFlatLists<>::kMaxCapacity) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ConcurrentARC: cannot grow from capacity ", capacity(), " to ",
+          new_capacity, " (must be larger, at most ",
+          ArcFlatLists<>::kMaxCapacity, ")"));
+    }
+    std::unique_ptr<CMap<Value>> table = ResizableCMap<Value>::AllocateTable(
+        new_capacity, options_.allocator, options_.hasher);
+    if (table->status() != Error::kOk) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ConcurrentARC: cannot allocate a CMap for ", new_capacity,
+          " entries: ", std::string(ErrorName(table->status()))));
+    }
+    absl::StatusOr<ArcPolicy::Growth> growth =
+        policy_.AllocateGrowth(new_capacity);
+    if (!growth.ok()) return growth.status();
+    SpinLockHolder hold(lock_);
+    const Error err = table_.BeginGrow(std::move(table));
+    if (err != Error::kOk) {
+      // The checks above rule this out; nothing was installed.
+      return absl::InternalError(absl::StrCat(
+          "ConcurrentARC: the table refused to grow: ",
+          std::string(ErrorName(err))));
+    }
+    policy_.BeginGrow(*std::move(growth));
+    growth_installed_ = true;
+    capacity_.store(new_capacity, std::memory_order_relaxed);
+    policy_memory_bytes_.store(policy_.memory_bytes(),
+                               std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+
+  // One bounded step of both migrations; true when this step completed the
+  // growth (its retired ARC memory is then in *retired, and growing_ is
+  // given back). REQUIRES: a growth is installed.
+  bool GrowStepLocked(size_t max_moves, RetiredMemory* retired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    const size_t table_left = table_.MigrateSome(max_moves);
+    const bool policy_done = policy_.GrowStep(max_moves);
+    if (table_left != 0 || !policy_done) return false;
+    policy_.TakeRetired(retired);
+    policy_memory_bytes_.store(policy_.memory_bytes(),
+                               std::memory_order_relaxed);
+    growth_installed_ = false;
+    // release: the next Grow's acquire sees this growth's installs.
+    growing_.store(false, std::memory_order_release);
+    return true;
+  }
 
   static void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
@@ -491,13 +654,18 @@ class ConcurrentARC {
 
   const Options options_;
   // Thread-safe on its own; read by every Find.
-  CMap<Value> table_;
+  ResizableCMap<Value> table_;
+  std::atomic<uint32_t> capacity_;
+  // Claimed by Grow, given back by the step that completes the growth.
+  std::atomic<bool> growing_{false};
 
   // The write lock, alone on its cache line: readers only try_lock it, every
   // 64th hit.
   alignas(kCacheLineSize) SpinLock lock_;
   ArcPolicy policy_ ABSL_GUARDED_BY(lock_);
-  const size_t policy_memory_bytes_;
+  // Between the install of a growth and the step that completes it.
+  bool growth_installed_ ABSL_GUARDED_BY(lock_) = false;
+  std::atomic<size_t> policy_memory_bytes_;
   // Enqueue is lock-free; Drain is serialized by lock_ (DrainLocked).
   PromoteBuf promote_buf_;
   Counters counters_;

@@ -8,6 +8,11 @@
 // Input: a capacity byte (c = 1-64), then two bytes per operation: the
 // operation and a key number (keys collide on purpose, as in cmap_fuzz).
 //
+// Operation 7 also grows c (Grow by 1-64, up to 1,024) and steps a growth
+// (GrowStep of 1-8 moves), so every other operation also runs while the
+// table and ARC's index, arena and records are migrating; a growth is also
+// a change of c for the reference ARC (ReferenceArc::Grow).
+//
 // Checked after every operation: the resident keys and values are the
 // model's (every eviction goes through on_evict exactly once with the value
 // the model holds, and only Set and ForceEvictOne evict), Find/Peek agree
@@ -71,11 +76,16 @@ class Runner {
         case 5: Erase(k); break;
         case 6: ForceEvict(1 + ops[i] / 8 % 4); break;
         case 7:
-          if (ops[i] & 8) {
-            arc_->DrainPromotions();
-          } else {
-            Check(arc_->TryDrainPromotions(), "TryDrain failed unlocked",
-                  op_);
+          switch (ops[i] >> 4 & 3) {
+            case 2: Grow(k); break;
+            case 3: GrowStep(1 + k % 8); break;
+            default:
+              if (ops[i] & 8) {
+                arc_->DrainPromotions();
+              } else {
+                Check(arc_->TryDrainPromotions(), "TryDrain failed unlocked",
+                      op_);
+              }
           }
           break;
       }
@@ -231,8 +241,37 @@ class Runner {
     }
   }
 
+  // Grows c by 1 + k % 64 (at most to kMaxGrown); refused while growing.
+  void Grow(uint8_t k) {
+    const uint32_t to = capacity_ + 1 + k % 64;
+    if (to > kMaxGrown) return;
+    const bool was_growing = arc_->growing();
+    const absl::Status s = arc_->Grow(to);
+    if (was_growing) {
+      Check(s.code() == absl::StatusCode::kInvalidArgument,
+            "Grow during a growth was not refused", op_);
+      return;
+    }
+    Check(s.ok(), "Grow failed", op_);
+    Check(arc_->capacity() == to && arc_->growing(),
+          "capacity() or growing() wrong after Grow", op_);
+    capacity_ = to;
+    if (in_sync_) ref_.Grow(to);
+  }
+
+  void GrowStep(size_t moves) {
+    const bool done = arc_->GrowStep(moves);
+    Check(done == !arc_->growing(), "GrowStep and growing() disagree", op_);
+    if (done) {
+      Check(arc_->policy_memory_bytes() == ArcFlatLists<>::BytesFor(capacity_),
+            "ARC holds more than BytesFor(c) after a growth", op_);
+    }
+  }
+
   void Final() {
     op_ = -1;
+    while (!arc_->GrowStep(3)) {
+    }
     arc_->DrainPromotions();
     for (int k = 0; k < 256; ++k) {
       const HashPair h = CollidingKey(static_cast<uint8_t>(k));
@@ -250,7 +289,9 @@ class Runner {
           op_);
   }
 
-  const uint32_t capacity_;
+  static constexpr uint32_t kMaxGrown = 1024;
+
+  uint32_t capacity_;
   std::unique_ptr<Arc> arc_;
   ReferenceArc ref_;
   bool in_sync_ = true;  // only operations the paper's ARC has, so far

@@ -1,8 +1,10 @@
 // Several threads run Find / Set / Erase / ForceEvictOne / UpdateInPlace on a
 // small ConcurrentARC whose values check themselves. No read may be torn or
 // belong to another key; afterwards ARC's bounds hold, T1 ∪ T2 and CMap hold
-// the same keys, and every counter adds up. Fixed operation counts, no
-// sleeps, no timing assertions.
+// the same keys, and every counter adds up. The same with a thread that
+// grows c again and again meanwhile, and a run in which a set of keys that
+// is never erased nor evicted must be found by every read across growths.
+// Fixed operation counts, no sleeps, no timing assertions.
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -53,7 +55,24 @@ struct ThreadTally {
   uint64_t ops = 0;
 };
 
-TEST(ConcurrentArcStressTest, NoTornOrForeignReadsAndInvariantsHold) {
+// Grows c `growths` times by `add` (doubling if 0), stepping each growth to
+// its end (a node's worker), then returns.
+void GrowRepeatedly(ConcurrentARC<Checked>& arc, int growths, uint32_t add,
+                    const std::atomic<bool>& go, uint64_t* completed) {
+  while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+  for (int g = 0; g < growths; ++g) {
+    const uint32_t c = arc.capacity();
+    const absl::Status grown = arc.Grow(add == 0 ? 2 * c : c + add);
+    if (!grown.ok()) {
+      ADD_FAILURE() << grown;
+      return;
+    }
+    while (!arc.GrowStep(1)) std::this_thread::yield();
+    ++*completed;
+  }
+}
+
+void RunStress(bool grow) {
   // Touched only inside callbacks, which run under the ARC SpinLock.
   uint64_t bad_evicted_values = 0;
   uint64_t evict_calls = 0;
@@ -74,6 +93,16 @@ TEST(ConcurrentArcStressTest, NoTornOrForeignReadsAndInvariantsHold) {
   std::vector<ThreadTally> tally(kThreads);
   std::atomic<bool> go{false};
   std::vector<std::thread> threads;
+  // 48 -> 78: well below the universe, so that REPLACE keeps evicting
+  // however the growths and the workers interleave.
+  constexpr int kGrowths = 5;
+  constexpr uint32_t kGrowBy = 6;
+  uint64_t growths_completed = 0;
+  if (grow) {
+    threads.emplace_back([&] {
+      GrowRepeatedly(arc, kGrowths, kGrowBy, go, &growths_completed);
+    });
+  }
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       ThreadTally& mine = tally[t];
@@ -119,6 +148,11 @@ TEST(ConcurrentArcStressTest, NoTornOrForeignReadsAndInvariantsHold) {
   }
   go.store(true, std::memory_order_release);
   for (auto& th : threads) th.join();
+  if (grow) {
+    EXPECT_EQ(growths_completed, uint64_t{kGrowths});
+    EXPECT_EQ(arc.capacity(), kCapacity + kGrowths * kGrowBy);
+    EXPECT_FALSE(arc.growing());
+  }
 
   // Quiescent: resolve every queued promotion (a drain marks unclaimed
   // tickets, the next skips them).
@@ -170,6 +204,92 @@ TEST(ConcurrentArcStressTest, NoTornOrForeignReadsAndInvariantsHold) {
               (unsigned long long)s.evictions,
               (unsigned long long)s.forced_evictions,
               (unsigned long long)s.abandoned);
+}
+
+TEST(ConcurrentArcStressTest, NoTornOrForeignReadsAndInvariantsHold) {
+  RunStress(/*grow=*/false);
+}
+
+TEST(ConcurrentArcStressTest, NoTornOrForeignReadsAndInvariantsHoldWhileGrowing) {
+  RunStress(/*grow=*/true);
+}
+
+// kPinned keys are set once and never erased, and the cache never has to
+// evict (the other keys, set and erased by writers, fit beside them), so
+// every Find of a pinned key must hit, with a value of its own, while a
+// grower doubles c five times with its worker stepping and UpdateInPlace
+// rewrites the pinned values: no miss window in the table's rehash, none
+// in ARC's (a lost ARC entry would let a Set evict a pinned key).
+TEST(ConcurrentArcStressTest, KeysNeverErasedAreAlwaysFoundAcrossGrowths) {
+  constexpr uint64_t kPinned = 24;
+  constexpr uint64_t kOthers = 24;  // kPinned + kOthers <= kCapacity
+  ConcurrentArcOptions<Checked> options;
+  options.capacity = kCapacity;
+  absl::StatusOr<std::unique_ptr<ConcurrentARC<Checked>>> made =
+      ConcurrentARC<Checked>::Create(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ConcurrentARC<Checked>& arc = **made;
+  for (uint64_t id = 0; id < kPinned; ++id) {
+    ASSERT_EQ(arc.Set(TraceKey(id), Checked::For(TraceKey(id), 0)).err,
+              Error::kOk);
+  }
+
+  std::atomic<bool> go{false};
+  std::vector<uint64_t> misses(kThreads, 0), bad(kThreads, 0);
+  uint64_t growths_completed = 0;
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    GrowRepeatedly(arc, 5, /*add=*/0, go, &growths_completed);
+  });
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      TraceRng rng(300 + t);
+      uint64_t version = uint64_t(t + 1) << 40;
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      for (int i = 0; i < kOpsPerThread / 2; ++i) {
+        const uint64_t pick = rng.Below(100);
+        if (pick < 60) {
+          const HashPair k = TraceKey(rng.Below(kPinned));
+          const std::optional<Checked> v = arc.Find(k);
+          if (!v.has_value()) ++misses[t];
+          else if (!v->ValidFor(k)) ++bad[t];
+        } else if (pick < 75) {
+          const HashPair k = TraceKey(rng.Below(kPinned));
+          const uint64_t v = ++version;
+          const Error e = arc.UpdateInPlace(k, [&](Checked& c) {
+            if (!c.ValidFor(k)) ++bad[t];
+            c = Checked::For(k, v);
+          });
+          if (e == Error::kKeyNotFound) ++misses[t];
+        } else if (pick < 90) {
+          const HashPair k = TraceKey(kPinned + rng.Below(kOthers));
+          const Error e = arc.Set(k, Checked::For(k, ++version)).err;
+          if (e != Error::kOk && e != Error::kAbandonedSet) ++bad[t];
+        } else {
+          arc.Erase(TraceKey(kPinned + rng.Below(kOthers)));
+        }
+      }
+    });
+  }
+  go.store(true, std::memory_order_release);
+  for (auto& th : threads) th.join();
+  uint64_t total_misses = 0, total_bad = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    total_misses += misses[t];
+    total_bad += bad[t];
+  }
+  EXPECT_EQ(total_misses, 0u);
+  EXPECT_EQ(total_bad, 0u);
+  EXPECT_EQ(growths_completed, 5u);
+  EXPECT_EQ(arc.capacity(), kCapacity << 5);
+  EXPECT_EQ(arc.stats().evictions, 0u);
+  arc.DrainPromotions();
+  EXPECT_EQ(arc.CheckInvariants(), "");
+  for (uint64_t id = 0; id < kPinned; ++id) {
+    const std::optional<Checked> v = arc.Find(TraceKey(id));
+    ASSERT_TRUE(v.has_value()) << id;
+    EXPECT_TRUE(v->ValidFor(TraceKey(id)));
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -45,6 +46,25 @@ std::unique_ptr<Arc> Make(uint32_t capacity, Recorder* rec = nullptr) {
   return *std::move(arc);
 }
 
+// The default allocator, failing the fail_at-th call (0-based) it counts.
+struct FailingAllocator {
+  int calls = 0;
+  int fail_at = -1;
+
+  RawAllocator Get() {
+    return RawAllocator{
+        [](void* ctx, size_t bytes) -> void* {
+          auto* self = static_cast<FailingAllocator*>(ctx);
+          if (self->calls++ == self->fail_at) return nullptr;
+          return RawAllocator::Default().Allocate(bytes);
+        },
+        [](void*, void* p, size_t bytes) {
+          RawAllocator::Default().Deallocate(p, bytes);
+        },
+        this};
+  }
+};
+
 std::string Name(ArcList l) {
   switch (l) {
     case ArcList::kT1: return "T1";
@@ -59,15 +79,27 @@ std::string Name(ArcList l) {
 // Drives ConcurrentARC as a cache is driven ("Find; on a miss Set") and the
 // reference ARC with the same keys, comparing every step. Returns "" or the
 // first divergence.
-std::string CompareWithReference(const std::vector<HashPair>& trace,
-                                 uint32_t c) {
+// `growths` grows c to .second before op .first (finishing the previous
+// growth first); only the Sets move keys, as with no worker.
+std::string CompareWithReference(
+    const std::vector<HashPair>& trace, uint32_t c,
+    const std::vector<std::pair<size_t, uint32_t>>& growths = {}) {
   Recorder rec;
   std::unique_ptr<Arc> arc = Make(c, &rec);
   ReferenceArc ref(c);
+  auto next_growth = growths.begin();
   for (size_t i = 0; i < trace.size(); ++i) {
     const HashPair& x = trace[i];
     std::ostringstream where;
     where << "op " << i << ": ";
+    if (next_growth != growths.end() && next_growth->first == i) {
+      while (!arc->GrowStep(1)) {
+      }
+      const absl::Status grown = arc->Grow(next_growth->second);
+      if (!grown.ok()) return where.str() + grown.ToString();
+      ref.Grow(next_growth->second);
+      ++next_growth;
+    }
     const ArcAccessResult want = ref.Access(x);
     rec.evicted.clear();
     const std::optional<uint64_t> found = arc->Find(x);
@@ -127,6 +159,20 @@ TEST_P(ConcurrentArcEquivalenceTest, FindThenSetMatchesTheReference) {
       << TraceName(kind) << " c=" << c;
 }
 
+// The same with c doubling at a quarter of the trace and growing to 3 * 2c
+// + 1 at half of it, the keys moved only by the Sets (kGrowMovesPerSet).
+TEST_P(ConcurrentArcEquivalenceTest, FindThenSetMatchesTheReferenceAcrossGrowths) {
+  const auto [kind, c] = GetParam();
+  const uint32_t final_c = 6 * c + 1;
+  const uint64_t universe =
+      c >= 1000 ? 10 * uint64_t{final_c} : std::max<uint64_t>(10 * final_c, 8);
+  const size_t ops = c >= 1000 ? 100000 : 20000;
+  EXPECT_EQ(CompareWithReference(MakeTrace(kind, universe, ops, 9 + c), c,
+                                 {{ops / 4, 2 * c}, {ops / 2, final_c}}),
+            "")
+      << TraceName(kind) << " c=" << c;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllTracesAndCapacities, ConcurrentArcEquivalenceTest,
     ::testing::Combine(::testing::ValuesIn(kAllTraceKinds),
@@ -148,26 +194,103 @@ TEST(ConcurrentArcTest, CreateRejectsZeroCapacity) {
 // a failure at any of them fails Create and frees what was allocated.
 TEST(ConcurrentArcTest, CreateReportsAllocationFailure) {
   for (int fail_at : {0, 1, 2}) {
-    struct Budget {
-      int calls = 0;
-      int fail_at;
-    } budget{0, fail_at};
+    FailingAllocator budget;
+    budget.fail_at = fail_at;
     Arc::Options options;
     options.capacity = 100;
-    options.allocator = RawAllocator{
-        [](void* ctx, size_t bytes) -> void* {
-          auto* b = static_cast<Budget*>(ctx);
-          if (b->calls++ == b->fail_at) return nullptr;
-          return RawAllocator::Default().Allocate(bytes);
-        },
-        [](void*, void* p, size_t bytes) {
-          RawAllocator::Default().Deallocate(p, bytes);
-        },
-        &budget};
+    options.allocator = budget.Get();
     absl::StatusOr<std::unique_ptr<Arc>> arc = Arc::Create(options);
     ASSERT_FALSE(arc.ok()) << fail_at;
     EXPECT_EQ(arc.status().code(), absl::StatusCode::kResourceExhausted);
   }
+}
+
+TEST(ConcurrentArcTest, GrowRejectsWhatIsNotAGrowth) {
+  std::unique_ptr<Arc> arc = Make(100);
+  EXPECT_EQ(arc->Grow(100).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(arc->Grow(50).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(arc->Grow(ArcFlatLists<>::kMaxCapacity + 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(arc->growing());
+  EXPECT_TRUE(arc->GrowStep(1));  // nothing under way
+  for (uint64_t i = 0; i < 100; ++i) arc->Set(TraceKey(i), i);
+  ASSERT_TRUE(arc->Grow(200).ok());
+  EXPECT_TRUE(arc->growing());
+  EXPECT_EQ(arc->capacity(), 200u);
+  const absl::Status again = arc->Grow(400);
+  EXPECT_EQ(again.code(), absl::StatusCode::kInvalidArgument) << again;
+  while (!arc->GrowStep(7)) {
+  }
+  EXPECT_FALSE(arc->growing());
+  EXPECT_TRUE(arc->Grow(400).ok());
+}
+
+// An allocation failure during Grow, at each of its allocations (the new
+// table, then ARC's index, arena and records), changes nothing: c, the keys
+// and the next Grow are as before.
+TEST(ConcurrentArcTest, AFailedGrowChangesNothing) {
+  FailingAllocator budget;
+  Arc::Options options;
+  options.capacity = 64;
+  options.allocator = budget.Get();
+  absl::StatusOr<std::unique_ptr<Arc>> made = Arc::Create(options);
+  ASSERT_TRUE(made.ok());
+  Arc& arc = **made;
+  for (uint64_t i = 0; i < 64; ++i) arc.Set(TraceKey(i), i);
+  for (int nth = 0;; ++nth) {
+    budget.calls = 0;
+    budget.fail_at = nth;
+    const absl::Status grown = arc.Grow(128);
+    if (grown.ok()) {
+      EXPECT_GE(nth, 4) << "Grow allocates the table and ARC's three arrays";
+      break;
+    }
+    EXPECT_EQ(grown.code(), absl::StatusCode::kResourceExhausted) << grown;
+    EXPECT_EQ(arc.capacity(), 64u);
+    EXPECT_FALSE(arc.growing());
+    EXPECT_EQ(arc.policy_memory_bytes(), ArcFlatLists<>::BytesFor(64));
+    for (uint64_t i = 0; i < 64; ++i) {
+      ASSERT_EQ(arc.Find(TraceKey(i)), std::optional<uint64_t>(i));
+    }
+    ASSERT_LT(nth, 10);
+  }
+  EXPECT_EQ(arc.CheckInvariants(), "");
+}
+
+// With no GrowStep at all, Sets alone finish a growth (kGrowMovesPerSet
+// each) and release what it retired; every key stays readable throughout,
+// and the grown cache holds the new c.
+TEST(ConcurrentArcTest, SetsAloneFinishAGrowth) {
+  std::unique_ptr<Arc> arc = Make(500);
+  for (uint64_t i = 0; i < 500; ++i) arc->Set(TraceKey(i), ValueOf(TraceKey(i)));
+  EXPECT_EQ(arc->policy_memory_bytes(), ArcFlatLists<>::BytesFor(500));
+  ASSERT_TRUE(arc->Grow(1200).ok());
+  EXPECT_EQ(arc->policy_memory_bytes(),
+            ArcFlatLists<>::GrowthPeakBytes(500, 1200));
+  EXPECT_EQ(arc->table_capacity(), 1200u);
+  uint64_t next = 500;
+  while (arc->growing()) {
+    const HashPair k = TraceKey(next++);
+    ASSERT_EQ(arc->Set(k, ValueOf(k)).err, Error::kOk);
+    for (uint64_t i = 0; i < next; i += 37) {
+      const std::optional<uint64_t> v = arc->Find(TraceKey(i));
+      ASSERT_TRUE(!v.has_value() || *v == ValueOf(TraceKey(i)));
+    }
+    ASSERT_LT(next, 100000u) << "Sets do not finish the growth";
+  }
+  EXPECT_EQ(arc->policy_memory_bytes(), ArcFlatLists<>::BytesFor(1200));
+  EXPECT_EQ(arc->CheckInvariants(), "");
+  for (; next < 3000; ++next) arc->Set(TraceKey(next), ValueOf(TraceKey(next)));
+  EXPECT_EQ(arc->size(), 1200u);
+  EXPECT_EQ(arc->stats().evictions, 3000u - 1200u);
+  EXPECT_EQ(arc->CheckInvariants(), "");
+}
+
+TEST(ConcurrentArcTest, BytesForIsTheTableAndArcState) {
+  EXPECT_EQ(Arc::BytesFor(1000), ResizableCMap<uint64_t>::BytesFor(1000) +
+                                     ArcFlatLists<>::BytesFor(1000));
+  EXPECT_EQ(Arc::GrowthPeakBytes(1000, 2000),
+            Arc::BytesFor(1000) + Arc::BytesFor(2000));
 }
 
 // REPLACE runs before the insert, so CMap is sized for exactly c keys.

@@ -10,6 +10,14 @@
 // the directory holds >= c pages, not "when the cache is full"). The only
 // interpretation is integer p with floor-division deltas, which the production
 // core shares (see arc_policy.h).
+//
+// Grow(c') is the one addition the paper does not have: c becomes c' and the
+// lists and p stay. The paper's invariant "if the directory holds >= c pages
+// the cache holds exactly c" then no longer holds (ghosts remain while the
+// cache has room), and its REPLACE conditions would evict from a cache that
+// is not full, so it could never fill to c'. So a REPLACE is skipped while the
+// cache holds fewer than c pages, which changes nothing while the invariant
+// holds (on every trace without a Grow) and lets the grown cache fill first.
 #ifndef FURRBALLS_ENGINE_ARC_REFERENCE_ARC_H_
 #define FURRBALLS_ENGINE_ARC_REFERENCE_ARC_H_
 
@@ -82,6 +90,9 @@ class ReferenceArc {
     return r;
   }
 
+  // c grows to `capacity` (see the file comment). REQUIRES: capacity >= c.
+  void Grow(size_t capacity) { c_ = capacity; }
+
   size_t p() const { return p_; }
   size_t size(ArcList l) const { return List(l).size(); }
   ArcList Where(const HashPair& x) const {
@@ -99,8 +110,10 @@ class ReferenceArc {
     std::list<HashPair>::iterator it;
   };
 
-  // REPLACE(x, p) from the paper.
+  // REPLACE(x, p) from the paper, skipped while the cache has room (only
+  // after a Grow; see the file comment).
   void Replace(const HashPair& x) {
+    if (t1_.size() + t2_.size() < c_) return;
     const bool x_in_b2 = Where(x) == ArcList::kB2;
     if (!t1_.empty() && ((x_in_b2 && t1_.size() == p_) || t1_.size() > p_)) {
       const HashPair victim = t1_.back();
