@@ -380,11 +380,31 @@ class NodeShard {
   // reserve refill (drain/evict), TTL reclamation. Bounded work.
   void Maintain();
 
+  // ---- Pages out of service (they pay for a larger key table) -----------
+
+  // Takes up to `n` value pages out of service (RETIRED, page_pool.h), the
+  // highest-numbered free pages first, their memory given back to the
+  // kernel. When no page beyond the relocation reserve is free it makes
+  // one free first, with the in-line reclaimer's steps (recycle, drain the
+  // sparsest page, else spill or evict it). Returns how many it retired:
+  // fewer than `n` when what is left to free is held by another thread's
+  // operation in flight (try again later), or when eviction is disabled
+  // and no page can be freed without losing a key. Takes reclaim_mu_.
+  uint32_t RetirePages(uint32_t n);
+  // Puts up to `n` retired pages back in service, free. Takes reclaim_mu_.
+  uint32_t UnretirePages(uint32_t n);
+
   // ---- Introspection -----------------------------------------------------
 
   NodeStatsSnapshot Snapshot() const;
+  // Bytes of the whole page block, mapped whether pages are in service or
+  // retired.
   uint64_t page_bytes() const {
     return uint64_t{config_.page_count} * config_.page_size;
+  }
+  // Bytes of the pages in service: what values may occupy now.
+  uint64_t page_bytes_in_service() const {
+    return uint64_t{pool_.pages_in_service()} * config_.page_size;
   }
   const PagePool& pool() const { return pool_; }
   PagePool& mutable_pool_for_testing() { return pool_; }
@@ -466,6 +486,10 @@ class NodeShard {
   // One in-line reclaim step for a writer that found no room for
   // `capacity` bytes.
   Reclaim ReclaimForWriter(uint32_t capacity);
+  // One step towards a free page: recycle dead pages, relocate staging,
+  // drain the sparsest page if an eighth of it is dead, else (eviction on)
+  // spill or evict it; the last resort seals the open pages.
+  Reclaim ReclaimStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
 
   // REQUIRES: reclaim_mu_ held.
   // Moves the live entries of frozen page `page` to the relocation page.

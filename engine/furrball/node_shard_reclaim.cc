@@ -78,6 +78,10 @@ NodeShard::Reclaim NodeShard::ReclaimForWriter(uint32_t capacity) {
       pool_.staging_room() >= capacity) {
     return Reclaim::kProgress;
   }
+  return ReclaimStep();
+}
+
+NodeShard::Reclaim NodeShard::ReclaimStep() {
   const uint32_t recycled = pool_.RecycleDeadPages();
   if (recycled > 0) {
     sealed_for_reclaim_ = false;
@@ -139,6 +143,28 @@ NodeShard::Reclaim NodeShard::ReclaimForWriter(uint32_t capacity) {
   sealed_for_reclaim_ = false;
   // Every page is open, reserved or has a write in flight.
   return config_.eviction_enabled ? Reclaim::kWait : Reclaim::kNoMemory;
+}
+
+uint32_t NodeShard::RetirePages(uint32_t n) {
+  MutexLock l(&reclaim_mu_);
+  uint32_t retired = 0;
+  // Each round retires free pages or reclaims towards one. A step can
+  // report progress without freeing a page (staging relocation, sealing
+  // the open pages), hence the bound rather than a loop until done.
+  for (uint32_t round = 0; retired < n && round < 2 * n + 8; ++round) {
+    // The relocation reserve stays free: without it the node could not
+    // compact. A page whose memory the kernel would not discard is out of
+    // service all the same (the page block is base pages, which madvise
+    // does not refuse), so the error is not acted on here.
+    retired += pool_.RetireFreePages(n - retired, kRelocationReserve);
+    if (retired == n || ReclaimStep() != Reclaim::kProgress) break;
+  }
+  return retired;
+}
+
+uint32_t NodeShard::UnretirePages(uint32_t n) {
+  MutexLock l(&reclaim_mu_);
+  return pool_.UnretirePages(n);
 }
 
 bool NodeShard::DrainSparsest(uint64_t max_live_bytes) {
@@ -334,7 +360,7 @@ bool NodeShard::RefillStep() {
   // refill starts while a COLD page can still be opened beyond the reserve.
   const uint32_t target = std::max<uint32_t>(
       kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
-      config_.page_count / 16);
+      pool_.pages_in_service() / 16);
   if (pool_.free_pages() >= target) return false;
   const uint32_t recycled = pool_.RecycleDeadPages();
   if (recycled > 0) {
