@@ -52,7 +52,29 @@ uint64_t ArcBytes(uint64_t keys) {
 uint64_t TableBytes(uint64_t keys) {
   return CMap<KeyMeta>::BytesFor(keys);
 }
-uint64_t KeyBytes(uint64_t keys) { return TableBytes(keys) + ArcBytes(keys); }
+uint64_t KeyBytes(uint64_t keys) { return KeyTableBytes(keys); }
+// The largest key count a node can index: ARC's slots, and the 32-bit
+// counts the engine keeps (ConcurrentARC's capacity, resident_keys_).
+uint64_t MaxKeysLimit() {
+  return std::min<uint64_t>(ArcFlatLists<>::kMaxCapacity, UINT32_MAX / 2);
+}
+// The smallest entry a client can store: a one-byte key, an empty value.
+uint64_t SmallestEntryBytes() { return EntryFootprint(PayloadSize(1, 0)); }
+
+// The largest k in [lo, hi] with fits(k), for a monotonic fits that holds
+// at lo.
+template <typename Fits>
+uint64_t LargestFitting(uint64_t lo, uint64_t hi, Fits fits) {
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
 
 uint64_t FixedBytes(const FurrBallOptions& o) {
   return kFixedNodeBytes +
@@ -91,11 +113,54 @@ std::string MemoryPlan::Summary() const {
   const double mib = 1024.0 * 1024.0;
   return absl::StrFormat(
       "%.1f MiB per node: values %.1f MiB (%u pages of %u KiB), key table "
-      "%.1f MiB + ARC %.1f MiB for %u keys (%.0f B per key), fixed %.1f "
+      "%.1f MiB + ARC %.1f MiB for %u keys (%.0f B per key%s), fixed %.1f "
       "MiB, spill buffers %.1f MiB",
       node_budget_bytes / mib, value_bytes() / mib, page_count,
       page_size >> 10, key_table_bytes / mib, arc_bytes / mib, max_keys,
-      metadata_bytes_per_key(), fixed_bytes / mib, spill_buffer_bytes / mib);
+      metadata_bytes_per_key(),
+      key_ceiling > max_keys
+          ? absl::StrFormat("; grows to up to %u keys, paid with pages",
+                            key_ceiling)
+          : "",
+      fixed_bytes / mib, spill_buffer_bytes / mib);
+}
+
+uint64_t KeyTableBytes(uint64_t keys) {
+  return TableBytes(keys) + ArcBytes(keys);
+}
+
+uint64_t KeyTableGrowthPeakBytes(uint64_t from, uint64_t to) {
+  return KeyTableBytes(from) + KeyTableBytes(to);
+}
+
+uint32_t RetiredPagesFor(const MemoryPlan& plan, uint64_t key_table_bytes) {
+  const uint64_t need = plan.fixed_bytes + plan.spill_buffer_bytes +
+                        key_table_bytes + plan.value_bytes();
+  if (need <= plan.node_budget_bytes) return 0;
+  const uint64_t pages =
+      (need - plan.node_budget_bytes + plan.page_size - 1) / plan.page_size;
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(pages, uint64_t{plan.page_count} + 1));
+}
+
+uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys, uint32_t retired,
+                      uint32_t spare_pages) {
+  const uint64_t most =
+      std::min<uint64_t>(uint64_t{keys} * 2, plan.key_ceiling);
+  const uint64_t least = uint64_t{keys} + std::max<uint32_t>(keys / 4, 1);
+  if (most < least) return keys;
+  // Pages out of service during the growth: those already retired and the
+  // spare ones, keeping the pool's minimum in service.
+  const uint64_t can_retire = std::min<uint64_t>(
+      uint64_t{retired} + spare_pages,
+      plan.page_count - std::min<uint64_t>(plan.page_count,
+                                           PagePool::kMinPages));
+  auto fits = [&](uint64_t to) {
+    return RetiredPagesFor(plan, KeyTableGrowthPeakBytes(keys, to)) <=
+           can_retire;
+  };
+  if (!fits(least)) return keys;
+  return static_cast<uint32_t>(LargestFitting(least, most, fits));
 }
 
 uint64_t MemoryBudgetForPages(const FurrBallOptions& o, int node_count,
@@ -153,8 +218,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   // What keys and pages share once the fixed costs and the minimum number
   // of pages are taken.
   const uint64_t room = share - overhead;
-  const uint64_t max_keys_limit =
-      std::min<uint64_t>(ArcFlatLists<>::kMaxCapacity, UINT32_MAX / 2);
+  const uint64_t max_keys_limit = MaxKeysLimit();
   uint64_t keys;
   if (o.max_keys_per_node != 0) {
     keys = o.max_keys_per_node;
@@ -178,19 +242,24 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
       return key_bytes + min_pages_bytes <= room &&
              key_bytes + k * entry <= room;
     };
-    uint64_t lo = kMinKeys;
-    uint64_t hi = std::min<uint64_t>(max_keys_limit, room / entry + 1);
-    while (lo < hi) {
-      const uint64_t mid = lo + (hi - lo + 1) / 2;
-      if (fits(mid)) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    keys = lo;
+    keys = LargestFitting(
+        kMinKeys, std::min<uint64_t>(max_keys_limit, room / entry + 1), fits);
   }
   plan.max_keys = static_cast<uint32_t>(keys);
+  plan.key_ceiling = plan.max_keys;
+  if (o.max_keys_per_node == 0) {
+    // The most keys the share could hold at all: every entry the smallest
+    // there is, and a growth to that count (old and new tables mapped)
+    // leaving the fewest pages a pool works with.
+    const uint64_t smallest = SmallestEntryBytes();
+    auto holds = [&](uint64_t k) {
+      return KeyTableBytes(k) + k * smallest <= room &&
+             KeyTableGrowthPeakBytes(k / 2, k) + min_pages_bytes <= room;
+    };
+    plan.key_ceiling = static_cast<uint32_t>(LargestFitting(
+        keys, std::min<uint64_t>(max_keys_limit, room / smallest + 1),
+        holds));
+  }
   plan.key_table_bytes = TableBytes(keys);
   plan.arc_bytes = ArcBytes(keys);
   const uint64_t pages = (room - KeyBytes(keys)) / page_cost;
