@@ -143,6 +143,20 @@ uint32_t RetiredPagesFor(const MemoryPlan& plan, uint64_t key_table_bytes) {
       std::min<uint64_t>(pages, uint64_t{plan.page_count} + 1));
 }
 
+uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
+                          uint32_t keep_free) {
+  const uint64_t c = load.capacity;
+  const uint32_t in_service = plan.page_count - load.retired_pages;
+  const bool full = load.evicted_for_keys && load.resident_keys * 16 >= c * 15;
+  if (c >= plan.key_ceiling || !full ||
+      uint64_t{load.free_pages} * 8 <= in_service) {
+    return load.capacity;
+  }
+  const uint32_t spare =
+      load.free_pages > keep_free ? load.free_pages - keep_free : 0;
+  return GrowthTarget(plan, load.capacity, load.retired_pages, spare);
+}
+
 uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys, uint32_t retired,
                       uint32_t spare_pages) {
   const uint64_t most =

@@ -110,6 +110,27 @@ uint32_t RetiredPagesFor(const MemoryPlan& plan, uint64_t key_table_bytes);
 uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
                       uint32_t retired, uint32_t spare_pages);
 
+// What a node's worker sees of its key table and pages when it decides.
+struct KeyTableLoad {
+  uint32_t capacity = 0;          // ARC's c now
+  uint64_t resident_keys = 0;     // keys ARC holds
+  bool evicted_for_keys = false;  // ARC evicted by key count since the last look
+  uint32_t free_pages = 0;
+  uint32_t retired_pages = 0;
+};
+
+// The growth rule, looked at once a maintenance pass: a key table that is
+// full (ARC holds its c keys, give or take a sixteenth, and evicted by key
+// count since the last look) while more than an eighth of the page bytes
+// in service are free grows to GrowthTarget, the free pages beyond
+// `keep_free` (the reserve the worker keeps for writers) being what it may
+// spend. Full table and free pages together mean the entries are smaller
+// than the table was planned for: keys are being evicted that the pages
+// had room for. Returns the capacity to grow to, or load.capacity for
+// none.
+uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
+                          uint32_t keep_free);
+
 // The smallest memory_budget_bytes for which PlanMemory gives each of
 // `node_count` nodes `pages_per_node` pages, for tests that need an exact
 // page count. REQUIRES: options.page_size_bytes and max_keys_per_node set.

@@ -291,6 +291,49 @@ TEST(MemoryPlanTest, GrowthIsWhatTheSparePagesPayFor) {
   EXPECT_EQ(GrowthTarget(*plan, c, 0, quarter - 1), c);
 }
 
+// The trigger: a full key table (ARC at c, evicting by key count) while
+// more than an eighth of the pages in service are free, and no growth
+// past the ceiling or with only the kept reserve free.
+TEST(MemoryPlanTest, AFullKeyTableWithFreePagesGrows) {
+  FurrBallOptions o = Options(64, 1);
+  o.expected_entry_bytes = 1048;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SCOPED_TRACE(plan->Summary());
+  const uint32_t c = plan->max_keys;
+  KeyTableLoad load;
+  load.capacity = c;
+  load.resident_keys = c;
+  load.evicted_for_keys = true;
+  load.free_pages = plan->page_count * 3 / 4;  // small entries: pages free
+  const uint32_t keep = 2;
+  const uint32_t to = KeyTableGrowthTo(*plan, load, keep);
+  EXPECT_GT(to, c);
+  EXPECT_EQ(to, GrowthTarget(*plan, c, 0, load.free_pages - keep));
+
+  KeyTableLoad not_evicting = load;
+  not_evicting.evicted_for_keys = false;
+  EXPECT_EQ(KeyTableGrowthTo(*plan, not_evicting, keep), c);
+  KeyTableLoad not_full = load;
+  not_full.resident_keys = c / 2;  // evictions of another kind
+  EXPECT_EQ(KeyTableGrowthTo(*plan, not_full, keep), c);
+  KeyTableLoad pages_full = load;
+  pages_full.free_pages = plan->page_count / 8;  // an eighth is not more
+  EXPECT_EQ(KeyTableGrowthTo(*plan, pages_full, keep), c);
+  EXPECT_EQ(KeyTableGrowthTo(*plan, load, load.free_pages), c)
+      << "nothing to spend but what the worker keeps";
+  KeyTableLoad paid = load;  // a growth that retired pages already pay for
+  paid.free_pages = plan->page_count / 4;
+  paid.retired_pages = plan->page_count / 2;
+  EXPECT_EQ(KeyTableGrowthTo(*plan, paid, paid.free_pages),
+            GrowthTarget(*plan, c, paid.retired_pages, 0));
+  EXPECT_GT(KeyTableGrowthTo(*plan, paid, paid.free_pages), c);
+  KeyTableLoad at_ceiling = load;
+  at_ceiling.capacity = plan->key_ceiling;
+  at_ceiling.resident_keys = plan->key_ceiling;
+  EXPECT_EQ(KeyTableGrowthTo(*plan, at_ceiling, keep), plan->key_ceiling);
+}
+
 TEST(MemoryPlanTest, ExplicitKeySlotsThatDoNotFitAreRefused) {
   FurrBallOptions o = Options(8, 1);
   o.max_keys_per_node = 10'000'000;
