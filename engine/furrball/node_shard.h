@@ -163,6 +163,39 @@
 // reclaims expired keys.
 //
 // ---------------------------------------------------------------------------
+// Pages out of service: how a larger key table is paid for (memory_plan.h)
+//
+// The page block is mapped once; a key table larger than the one the node
+// started with is paid for by value pages taken out of service, so that
+// fixed + key table(s) + spill buffers + pages in service * page_size stays
+// within the node's share at every moment (RetiredPagesFor).
+//
+//   retire    RetirePages(n), under the reclaim mutex: the highest-numbered
+//             free pages beyond the relocation reserve become RETIRED and
+//             their memory is discarded (PagePool::RetireFreePages). If
+//             none is free, ReclaimStep frees one first, exactly as for a
+//             writer with no room (recycle, staging, drain, else spill or
+//             evict the sparsest page), so the lock order is the writer's:
+//             reclaim mutex -> (ARC SpinLock | CMap slot seq), no key lock
+//             waited for. It stops early rather than wait for an operation
+//             in flight, and never drops a key with eviction disabled.
+//   unretire  UnretirePages(n): RETIRED -> EMPTY, pushed on the free list.
+//
+// A retired page is in no list and never open, so no writer, mover,
+// walker or recycler can reach it; a writer holding a stale `current`
+// index finds it not open and rotates (page_pool.h).
+//
+// The growth rule (KeyTableGrowthTo, memory_plan.h), looked at once per
+// maintenance pass: when ARC holds its c keys and evicted by key count
+// since the last pass while more than an eighth of the page bytes in
+// service are free, grow to min(2c, what the free pages beyond the
+// worker's reserve pay for). The pages that pay for the growth's peak
+// (old and new table mapped) are retired BEFORE the new table is
+// allocated; the table then moves its keys a bounded number per pass;
+// once it has released the old table, the pages the new one does not
+// need are given back.
+//
+// ---------------------------------------------------------------------------
 // Cold pages (ShardConfig::spill_cold_pages; report §2.4.1, §2.9.1-§2.9.3)
 //
 // Instead of asking ARC for victims, the reserve refill moves ARC's coldest
