@@ -265,12 +265,17 @@ TEST(MemoryPlanTest, AGivenKeyCountNeverGrows) {
   EXPECT_EQ(plan->Summary().find("grows"), std::string::npos);
 }
 
+// 64 MiB on one node, planned for 1 KiB values and 24-byte keys.
+absl::StatusOr<MemoryPlan> PlanFor1KiBEntries() {
+  FurrBallOptions o = Options(64, 1);
+  o.expected_entry_bytes = 1048;
+  return PlanMemory(o, 1);
+}
+
 // A growth is as large as the spare pages pay for, and none when they pay
 // for less than a quarter more keys.
 TEST(MemoryPlanTest, GrowthIsWhatTheSparePagesPayFor) {
-  FurrBallOptions o = Options(64, 1);
-  o.expected_entry_bytes = 1048;
-  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+  const absl::StatusOr<MemoryPlan> plan = PlanFor1KiBEntries();
   ASSERT_TRUE(plan.ok()) << plan.status();
   SCOPED_TRACE(plan->Summary());
   const uint32_t c = plan->max_keys;
@@ -295,9 +300,7 @@ TEST(MemoryPlanTest, GrowthIsWhatTheSparePagesPayFor) {
 // more than an eighth of the pages in service are free, and no growth
 // past the ceiling or with only the kept reserve free.
 TEST(MemoryPlanTest, AFullKeyTableWithFreePagesGrows) {
-  FurrBallOptions o = Options(64, 1);
-  o.expected_entry_bytes = 1048;
-  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+  const absl::StatusOr<MemoryPlan> plan = PlanFor1KiBEntries();
   ASSERT_TRUE(plan.ok()) << plan.status();
   SCOPED_TRACE(plan->Summary());
   const uint32_t c = plan->max_keys;
