@@ -227,7 +227,7 @@ NodeStatsSnapshot NodeShard::Snapshot() const {
                      : 0;
   s.memory_limit_bytes = page_bytes_in_service();
   s.pages_retired = census.pages_retired;
-  s.key_table_capacity = config_.max_keys;
+  s.key_table_capacity = arc_->capacity();
   s.pages_hot = census.pages_hot;
   s.pages_cold = census.pages_cold;
   s.pages_empty = census.pages_empty;

@@ -691,7 +691,7 @@ class NodeShard {
   // it): bounds the room a drain can leave unused at the end of a
   // relocation page (DrainSparsest).
   std::atomic<uint32_t> largest_entry_{0};
-  // Eviction disabled: keys are admitted while resident keys < max_keys.
+  // Eviction disabled: keys are admitted while resident keys < ARC's c.
   std::atomic<int64_t> resident_keys_{0};
   // Keys whose only copy is in the spill store; null when spill is off.
   std::unique_ptr<SpillIndex> spill_index_;
