@@ -153,9 +153,7 @@ uint32_t NodeShard::RetirePages(uint32_t n) {
   // the open pages), hence the bound rather than a loop until done.
   for (uint32_t round = 0; retired < n && round < 2 * n + 8; ++round) {
     // The relocation reserve stays free: without it the node could not
-    // compact. A page whose memory the kernel would not discard is out of
-    // service all the same (the page block is base pages, which madvise
-    // does not refuse), so the error is not acted on here.
+    // compact.
     retired += pool_.RetireFreePages(n - retired, kRelocationReserve);
     if (retired == n || ReclaimStep() != Reclaim::kProgress) break;
   }
