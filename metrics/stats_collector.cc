@@ -191,6 +191,9 @@ void AddEngine(std::vector<MetricFamily>& out,
                 "grows, paid with retired pages, when entries are smaller "
                 "than it was planned for.",
                 kGauge, s, nodes, nullptr, {{nullptr, &N::key_table_capacity}});
+  AddPerNode<N>(out, "furrballs_key_table_growths_total",
+                "Growths of the node's key table completed.", kCounter, s,
+                nodes, nullptr, {{nullptr, &N::key_table_growths}});
   AddPerNode<N>(out, "furrballs_staging_used_bytes",
                 "Bytes used in the staging page (the SET overflow).", kGauge, s,
                 nodes, nullptr, {{nullptr, &N::staging_used_bytes}});

@@ -8,7 +8,8 @@
 #include <absl/strings/str_format.h>
 
 #include "engine/arc/arc_flat_list.h"
-#include "engine/cmap/cmap.h"
+#include "engine/arc/concurrent_arc.h"
+#include "engine/cmap/resizable_cmap.h"
 #include "engine/common/error.h"
 #include "engine/furrball/entry.h"
 #include "engine/furrball/key_meta.h"
@@ -50,9 +51,8 @@ uint64_t ArcBytes(uint64_t keys) {
   return ArcFlatLists<>::BytesFor(static_cast<uint32_t>(keys));
 }
 uint64_t TableBytes(uint64_t keys) {
-  return CMap<KeyMeta>::BytesFor(keys);
+  return ResizableCMap<KeyMeta>::BytesFor(keys);
 }
-uint64_t KeyBytes(uint64_t keys) { return KeyTableBytes(keys); }
 // The largest key count a node can index: ARC's slots, and the 32-bit
 // counts the engine keeps (ConcurrentARC's capacity, resident_keys_).
 uint64_t MaxKeysLimit() {
@@ -126,12 +126,15 @@ std::string MemoryPlan::Summary() const {
 }
 
 uint64_t KeyTableBytes(uint64_t keys) {
-  return TableBytes(keys) + ArcBytes(keys);
+  return ConcurrentARC<KeyMeta>::BytesFor(static_cast<uint32_t>(keys));
 }
 
 uint64_t KeyTableGrowthPeakBytes(uint64_t from, uint64_t to) {
-  return KeyTableBytes(from) + KeyTableBytes(to);
+  return ConcurrentARC<KeyMeta>::GrowthPeakBytes(static_cast<uint32_t>(from),
+                                                 static_cast<uint32_t>(to));
 }
+
+uint64_t KeyTableReleasedBytes(uint64_t from) { return TableBytes(from); }
 
 uint32_t RetiredPagesFor(const MemoryPlan& plan, uint64_t key_table_bytes) {
   const uint64_t need = plan.fixed_bytes + plan.spill_buffer_bytes +
@@ -179,7 +182,7 @@ uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys, uint32_t retired,
 
 uint64_t MemoryBudgetForPages(const FurrBallOptions& o, int node_count,
                               uint32_t pages_per_node) {
-  const uint64_t rest = FixedBytes(o) + KeyBytes(o.max_keys_per_node) +
+  const uint64_t rest = FixedBytes(o) + KeyTableBytes(o.max_keys_per_node) +
                         uint64_t{pages_per_node} *
                             (o.page_size_bytes + kPerPageBytes);
   // The spill buffers depend on the share they are part of: grow the share
@@ -212,10 +215,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   const uint64_t min_pages_bytes = PagePool::kMinPages * page_cost;
   const uint64_t fixed = FixedBytes(o);
   const uint64_t overhead = fixed + plan.spill_buffer_bytes;
-  if (share < overhead + min_pages_bytes + KeyBytes(kMinKeys)) {
+  if (share < overhead + min_pages_bytes + KeyTableBytes(kMinKeys)) {
     return bad("memory budget of ", o.memory_budget_bytes, " bytes gives each of ",
                node_count, " nodes ", share, " bytes; a node needs at least ",
-               overhead + min_pages_bytes + KeyBytes(kMinKeys), " (",
+               overhead + min_pages_bytes + KeyTableBytes(kMinKeys), " (",
                PagePool::kMinPages, " pages of ", plan.page_size,
                " bytes, ", kMinKeys, " key slots, ", fixed >> 10,
                " KiB of fixed structures",
@@ -239,8 +242,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
     if (keys > max_keys_limit) {
       return bad("max_keys_per_node = ", keys, " exceeds ", max_keys_limit);
     }
-    if (KeyBytes(keys) + min_pages_bytes > room) {
-      return bad("max_keys_per_node = ", keys, " needs ", KeyBytes(keys),
+    if (KeyTableBytes(keys) + min_pages_bytes > room) {
+      return bad("max_keys_per_node = ", keys, " needs ", KeyTableBytes(keys),
                  " bytes of key table and ARC per node, more than a node's ",
                  share, "-byte share leaves beside ", PagePool::kMinPages,
                  " pages");
@@ -252,7 +255,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
         EntryFootprint(PayloadSize(0, std::max<uint64_t>(
                                          o.expected_entry_bytes, 1)));
     auto fits = [&](uint64_t k) {
-      const uint64_t key_bytes = KeyBytes(k);
+      const uint64_t key_bytes = KeyTableBytes(k);
       return key_bytes + min_pages_bytes <= room &&
              key_bytes + k * entry <= room;
     };
@@ -276,7 +279,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   }
   plan.key_table_bytes = TableBytes(keys);
   plan.arc_bytes = ArcBytes(keys);
-  const uint64_t pages = (room - KeyBytes(keys)) / page_cost;
+  const uint64_t pages = (room - KeyTableBytes(keys)) / page_cost;
   if (pages > kMaxPagesPerNode) {
     // A KeyMeta names its page in kPageBits bits (key_meta.h).
     const uint64_t at_least =

@@ -95,6 +95,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& options,
 // while it grows from `from` to `to` slots (both mapped).
 uint64_t KeyTableBytes(uint64_t keys);
 uint64_t KeyTableGrowthPeakBytes(uint64_t from, uint64_t to);
+// What a finished growth from `from` slots leaves mapped but released: the
+// old table's range stays reserved for readers that may still probe it,
+// its pages given back (resizable_cmap.h, "Released tables").
+uint64_t KeyTableReleasedBytes(uint64_t from);
 
 // The fewest pages a node on `plan` must have out of service while its key
 // table maps `key_table_bytes` (KeyTableBytes, or the growth peak), so that

@@ -267,6 +267,7 @@
 #include "engine/common/parking_lock.h"
 #include "engine/furrball/clock.h"
 #include "engine/furrball/key_meta.h"
+#include "engine/furrball/memory_plan.h"
 #include "engine/furrball/node_stats.h"
 #include "engine/furrball/operations.h"
 #include "engine/furrball/options.h"
@@ -317,6 +318,9 @@ struct ShardConfig {
   // FurrBallOptions::spill_cold_pages (see "Cold pages" above), and its
   // default. Works with or without a spill store.
   bool spill_cold_pages = FurrBallOptions{}.spill_cold_pages;
+  // The node's memory plan, for the key table's growth ("Pages out of
+  // service" above). The default plan (key_ceiling 0) never grows.
+  MemoryPlan memory_plan;
 };
 
 class NodeShard {
@@ -410,7 +414,8 @@ class NodeShard {
   // ---- Maintenance (the node's worker) -----------------------------------
 
   // One maintenance pass: PromoteBuf drain, recycling, staging relocation,
-  // reserve refill (drain/evict), TTL reclamation. Bounded work.
+  // reserve refill (drain/evict), TTL reclamation, a step of the key
+  // table's growth. Bounded work.
   void Maintain();
 
   // ---- Pages out of service (they pay for a larger key table) -----------
@@ -438,6 +443,11 @@ class NodeShard {
   // Bytes of the pages in service: what values may occupy now.
   uint64_t page_bytes_in_service() const {
     return uint64_t{pool_.pages_in_service()} * config_.page_size;
+  }
+  // Bytes of the key tables that finished growths left mapped but
+  // released (KeyTableReleasedBytes): mapped, not held.
+  uint64_t key_table_released_bytes() const {
+    return key_table_released_bytes_.load(std::memory_order_relaxed);
   }
   const PagePool& pool() const { return pool_; }
   PagePool& mutable_pool_for_testing() { return pool_; }
@@ -564,10 +574,29 @@ class NodeShard {
   bool OnColdPage(const KeyMeta& m) const {
     return pool_.TierOf(m.page) == PageTier::kCold;
   }
+  // Free pages the worker keeps for writers' bursts.
+  uint32_t RefillTarget() const;
   // One step towards the free-page reserve: recycle, drain or evict. False
   // when the reserve is full or nothing more can be done this pass.
   bool RefillStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   void ReclaimExpired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+
+  // ---- Key table growth (the worker's; see "Pages out of service") ----
+  // One step: decide (KeyTableGrowthTo), retire the pages for the peak,
+  // Grow, move keys, give back what the grown table does not need.
+  // REQUIRES: no lock held (Grow maps memory, RetirePages takes the
+  // reclaim mutex).
+  void GrowKeyTableStep();
+  // Gives back the retired pages the key table as it is now does not need.
+  void GiveBackUnneededPages();
+  // Calls the test hook key_table_step, if set.
+  void KeyTableStepForTesting() const;
+  // Moves per pass while the table grows: a pass holds ARC's lock for
+  // about this many key moves at a time (GrowStep's bound).
+  static constexpr size_t kGrowMovesPerPass = 4096;
+  // Passes a growth waits for its pages (writers' operations in flight
+  // can hold the last ones) before it gives up and returns them.
+  static constexpr int kMaxPayingPasses = 64;
   // Erases the expired entry at (page, offset, generation) if its key lock
   // is free and it is still that entry and expired, counting an expiration.
   // True if erased. Reclaimers (holding reclaim_mu_) and Gets call it.
@@ -733,6 +762,23 @@ class NodeShard {
     KeyMeta meta;
   };
   std::pmr::vector<ColdKey> cold_keys_ ABSL_GUARDED_BY(reclaim_mu_);
+
+  // Key table growth, touched only by the Maintain caller (the worker).
+  enum class Growth : uint8_t {
+    kIdle,    // looking at the rule once a pass
+    kPaying,  // retiring the pages for growth_to_'s peak
+    kMoving,  // ARC grows; GrowStep each pass until done
+    kDone,    // done: pages given back next pass (see GrowKeyTableStep)
+  };
+  Growth growth_ = Growth::kIdle;
+  uint32_t growth_from_ = 0;
+  uint32_t growth_to_ = 0;
+  int paying_passes_ = 0;
+  // kEvictionsKeys at the last look: evictions by key count since then.
+  uint64_t key_evictions_seen_ = 0;
+  // Written by the worker, read by MetadataBytes on any thread (relaxed:
+  // a statistic).
+  std::atomic<uint64_t> key_table_released_bytes_{0};
   std::vector<HashPair> coldest_scratch_ ABSL_GUARDED_BY(reclaim_mu_);
   std::atomic<uint32_t> cold_pending_{0};
 };

@@ -352,14 +352,17 @@ bool NodeShard::RelocateStaging() {
   return recycled;
 }
 
-bool NodeShard::RefillStep() {
-  // Free pages to keep for bursts: 1/16 of the pool, at least the
-  // relocation reserve plus one; with cold pages plus two, so that the
-  // refill starts while a COLD page can still be opened beyond the reserve.
-  const uint32_t target = std::max<uint32_t>(
+uint32_t NodeShard::RefillTarget() const {
+  // 1/16 of the pages in service, at least the relocation reserve plus
+  // one; with cold pages plus two, so that the refill starts while a COLD
+  // page can still be opened beyond the reserve.
+  return std::max<uint32_t>(
       kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
       pool_.pages_in_service() / 16);
-  if (pool_.free_pages() >= target) return false;
+}
+
+bool NodeShard::RefillStep() {
+  if (pool_.free_pages() >= RefillTarget()) return false;
   const uint32_t recycled = pool_.RecycleDeadPages();
   if (recycled > 0) {
     stats_.Add(Counter::kPagesRecycled, recycled);
@@ -430,14 +433,100 @@ void NodeShard::Maintain() {
     MutexLock l(&reclaim_mu_);
     if (!RefillStep()) break;
   }
-  MutexLock l(&reclaim_mu_);
-  ReclaimExpired();
-  if (spill_index_ != nullptr) {
-    // Writers' victims (a full key table) fill the batch too.
-    FlushVictimBatch(/*force=*/false);
-    SweepSpillIndex();
-    DeleteDeadSpillPages();
+  {
+    MutexLock l(&reclaim_mu_);
+    ReclaimExpired();
+    if (spill_index_ != nullptr) {
+      // Writers' victims (a full key table) fill the batch too.
+      FlushVictimBatch(/*force=*/false);
+      SweepSpillIndex();
+      DeleteDeadSpillPages();
+    }
   }
+  GrowKeyTableStep();
+}
+
+void NodeShard::GrowKeyTableStep() {
+  const MemoryPlan& plan = config_.memory_plan;
+  if (plan.key_ceiling <= config_.max_keys) return;  // a fixed table
+  switch (growth_) {
+    case Growth::kMoving:
+      if (arc_->GrowStep(kGrowMovesPerPass)) growth_ = Growth::kDone;
+      return;
+    case Growth::kDone:
+      // The old table's memory is released now: the pages that paid for
+      // the peak and that the new table does not need come back. One pass
+      // after GrowStep said the growth was over, because when a Set's
+      // step finished it, GrowStep already says so while that Set's thread
+      // is still releasing the old memory, after ARC's lock
+      // (ConcurrentARC's GrowthTail); a thread preempted there for a whole
+      // pass would still be racing this.
+      key_table_released_bytes_.fetch_add(KeyTableReleasedBytes(growth_from_),
+                                          std::memory_order_relaxed);
+      stats_.Add(Counter::kKeyTableGrowths);
+      growth_ = Growth::kIdle;
+      GiveBackUnneededPages();
+      KeyTableStepForTesting();
+      return;
+    case Growth::kIdle: {
+      KeyTableLoad load;
+      load.capacity = arc_->capacity();
+      load.resident_keys = arc_->size();
+      const uint64_t evictions = stats_.Sum(Counter::kEvictionsKeys);
+      load.evicted_for_keys = evictions != key_evictions_seen_;
+      key_evictions_seen_ = evictions;
+      load.free_pages = pool_.free_pages();
+      load.retired_pages = pool_.retired_pages();
+      growth_to_ = KeyTableGrowthTo(plan, load, RefillTarget());
+      if (growth_to_ == load.capacity) return;
+      growth_ = Growth::kPaying;
+      paying_passes_ = 0;
+      break;
+    }
+    case Growth::kPaying:
+      break;
+  }
+  // The pages that pay for the peak (old and new table mapped) leave
+  // service before the new table is mapped.
+  growth_from_ = arc_->capacity();
+  const uint32_t need =
+      RetiredPagesFor(plan, KeyTableGrowthPeakBytes(growth_from_, growth_to_));
+  const uint32_t retired = pool_.retired_pages();
+  if (need > retired) {
+    const uint32_t got = RetirePages(need - retired);
+    if (got > 0) KeyTableStepForTesting();
+    if (got < need - retired) {
+      if (++paying_passes_ < kMaxPayingPasses) return;
+      growth_ = Growth::kIdle;
+      GiveBackUnneededPages();
+      KeyTableStepForTesting();
+      return;
+    }
+  }
+  if (!arc_->Grow(growth_to_).ok()) {
+    // No memory for the new table (ResourceExhausted): the node goes on
+    // as it was, with its pages back.
+    growth_ = Growth::kIdle;
+    GiveBackUnneededPages();
+    KeyTableStepForTesting();
+    return;
+  }
+  growth_ = Growth::kMoving;
+  KeyTableStepForTesting();
+}
+
+void NodeShard::KeyTableStepForTesting() const {
+  if (const EngineTestHooks* t = TestHooks();
+      t != nullptr && t->key_table_step != nullptr) {
+    t->key_table_step(config_.node);
+  }
+}
+
+void NodeShard::GiveBackUnneededPages() {
+  const uint32_t need = RetiredPagesFor(config_.memory_plan,
+                                        KeyTableBytes(arc_->capacity()));
+  const uint32_t retired = pool_.retired_pages();
+  if (retired > need) UnretirePages(retired - need);
 }
 
 }  // namespace furrball_internal

@@ -49,8 +49,10 @@ struct NodeStatsSnapshot {
   // table larger than the one the node started with (docs/engine.md,
   // "Memory bound").
   uint64_t pages_retired = 0;
-  // Keys the node's key table (ARC's c) holds at most now.
+  // Keys the node's key table (ARC's c) holds at most now, and how many
+  // times it grew.
   uint64_t key_table_capacity = 0;
+  uint64_t key_table_growths = 0;
   // Cumulative bytes lost to 8-byte entry alignment and to page tails left
   // unused when a page was sealed (the report's DataWastedByPadding).
   uint64_t padding_bytes = 0;
