@@ -185,15 +185,23 @@
 // walker or recycler can reach it; a writer holding a stale `current`
 // index finds it not open and rotates (page_pool.h).
 //
-// The growth rule (KeyTableGrowthTo, memory_plan.h), looked at once per
-// maintenance pass: when ARC holds its c keys and evicted by key count
-// since the last pass while more than an eighth of the page bytes in
-// service are free, grow to min(2c, what the free pages beyond the
-// worker's reserve pay for). The pages that pay for the growth's peak
-// (old and new table mapped) are retired BEFORE the new table is
-// allocated; the table then moves its keys a bounded number per pass;
-// once it has released the old table, the pages the new one does not
-// need are given back.
+// The growth (GrowKeyTableStep, the worker's, at the end of each
+// maintenance pass with no lock held), one state a pass:
+//
+//   idle     the rule (KeyTableGrowthTo, memory_plan.h): ARC holds its c
+//            keys and evicted by key count since the last pass while more
+//            than an eighth of the page bytes in service are free: grow to
+//            min(2c, what the free pages beyond the worker's reserve pay
+//            for) -> paying.
+//   paying   RetirePages for the growth's peak (old and new table mapped),
+//            BEFORE ConcurrentARC::Grow maps the new table -> moving; not
+//            all retired within kMaxPayingPasses, or Grow refused -> give
+//            back what the current table does not need -> idle.
+//   moving   GrowStep(kGrowMovesPerPass); Sets move keys too -> done when
+//            GrowStep says the growth is over.
+//   done     one pass later (a Set that finished the growth may still be
+//            releasing the old memory when GrowStep says so): count it,
+//            give back the pages the grown table does not need -> idle.
 //
 // ---------------------------------------------------------------------------
 // Cold pages (ShardConfig::spill_cold_pages; report §2.4.1, §2.9.1-§2.9.3)
