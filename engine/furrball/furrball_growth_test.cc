@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -24,6 +23,7 @@
 
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/furrball_testing.h"
+#include "engine/furrball/proc_status_testing.h"
 
 namespace furrballs {
 namespace {
@@ -36,15 +36,6 @@ constexpr bool kSanitized = false;
 
 constexpr uint64_t kBudget = uint64_t{8} << 20;
 constexpr size_t kValueBytes = 64;
-
-size_t VmRssBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
 
 std::string Key(uint64_t i) {
   char buf[32];

@@ -25,7 +25,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -35,6 +34,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/proc_status_testing.h"
 
 namespace furrballs {
 namespace {
@@ -47,18 +47,6 @@ constexpr bool kSanitized = false;
 
 constexpr size_t kBudget = size_t{64} << 20;
 constexpr size_t kSlack = size_t{16} << 20;
-
-// Resident set size of this process, from /proc/self/status (kB -> bytes).
-size_t VmRssBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      return std::stoull(line.substr(6)) * 1024;
-    }
-  }
-  return 0;
-}
 
 size_t HeapInUse() { return mallinfo2().uordblks; }
 
