@@ -782,7 +782,7 @@ class NodeShard {
   uint32_t growth_from_ = 0;
   uint32_t growth_to_ = 0;
   int paying_passes_ = 0;
-  // kEvictionsKeys at the last look: evictions by key count since then.
+  // kKeyTableFull at the last look: evictions by key count since then.
   uint64_t key_evictions_seen_ = 0;
   // Written by the worker, read by MetadataBytes on any thread (relaxed:
   // a statistic).

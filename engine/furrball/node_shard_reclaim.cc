@@ -472,7 +472,7 @@ void NodeShard::GrowKeyTableStep() {
       KeyTableLoad load;
       load.capacity = arc_->capacity();
       load.resident_keys = arc_->size();
-      const uint64_t evictions = stats_.Sum(Counter::kEvictionsKeys);
+      const uint64_t evictions = stats_.Sum(Counter::kKeyTableFull);
       load.evicted_for_keys = evictions != key_evictions_seen_;
       key_evictions_seen_ = evictions;
       load.free_pages = pool_.free_pages();
