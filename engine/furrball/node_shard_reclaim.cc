@@ -454,13 +454,11 @@ void NodeShard::GrowKeyTableStep() {
       if (arc_->GrowStep(kGrowMovesPerPass)) growth_ = Growth::kDone;
       return;
     case Growth::kDone:
-      // The old table's memory is released now: the pages that paid for
-      // the peak and that the new table does not need come back. One pass
-      // after GrowStep said the growth was over, because when a Set's
-      // step finished it, GrowStep already says so while that Set's thread
-      // is still releasing the old memory, after ARC's lock
-      // (ConcurrentARC's GrowthTail); a thread preempted there for a whole
-      // pass would still be racing this.
+      // The pages that paid for the peak and that the new table does not
+      // need come back, as far as what is mapped allows
+      // (GiveBackUnneededPages). A pass after GrowStep said the growth was
+      // over, because when a Set's step finished it, that Set's thread may
+      // still be releasing the old memory after ARC's lock.
       key_table_released_bytes_.fetch_add(KeyTableReleasedBytes(growth_from_),
                                           std::memory_order_relaxed);
       stats_.Add(Counter::kKeyTableGrowths);
@@ -469,6 +467,8 @@ void NodeShard::GrowKeyTableStep() {
       KeyTableStepForTesting();
       return;
     case Growth::kIdle: {
+      // What a finished growth could not give back yet.
+      GiveBackUnneededPages();
       KeyTableLoad load;
       load.capacity = arc_->capacity();
       load.resident_keys = arc_->size();
@@ -523,10 +523,22 @@ void NodeShard::KeyTableStepForTesting() const {
 }
 
 void NodeShard::GiveBackUnneededPages() {
-  const uint32_t need = RetiredPagesFor(config_.memory_plan,
-                                        KeyTableBytes(arc_->capacity()));
+  const MemoryPlan& plan = config_.memory_plan;
   const uint32_t retired = pool_.retired_pages();
-  if (retired > need) UnretirePages(retired - need);
+  const uint32_t need =
+      RetiredPagesFor(plan, KeyTableBytes(arc_->capacity()));
+  if (retired <= need) return;
+  // No more than what is mapped now leaves room for: everything the node
+  // mapped but its page block and the released tables, plus the pages in
+  // service. This also waits for the old ARC state of a growth that a Set
+  // finished: GrowStep says "done" before that Set's thread has unmapped
+  // it (ConcurrentARC's GrowthTail), and the next passes give the rest.
+  const uint64_t held = numatic_->MappedBytes(config_.node) - page_bytes() -
+                        key_table_released_bytes() + page_bytes_in_service();
+  if (held >= plan.node_budget_bytes) return;
+  const uint64_t room = (plan.node_budget_bytes - held) / config_.page_size;
+  UnretirePages(static_cast<uint32_t>(
+      std::min<uint64_t>(retired - need, room)));
 }
 
 }  // namespace furrball_internal
