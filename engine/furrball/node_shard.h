@@ -199,9 +199,11 @@
 //            back what the current table does not need -> idle.
 //   moving   GrowStep(kGrowMovesPerPass); Sets move keys too -> done when
 //            GrowStep says the growth is over.
-//   done     one pass later (a Set that finished the growth may still be
-//            releasing the old memory when GrowStep says so): count it,
-//            give back the pages the grown table does not need -> idle.
+//   done     a pass later: count it, give back the pages the grown table
+//            does not need, as far as what the node maps now allows (a Set
+//            that finished the growth may still be unmapping the old ARC
+//            state when GrowStep says so) -> idle, which gives back the
+//            rest in later passes.
 //
 // ---------------------------------------------------------------------------
 // Cold pages (ShardConfig::spill_cold_pages; report §2.4.1, §2.9.1-§2.9.3)
