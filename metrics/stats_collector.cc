@@ -171,8 +171,8 @@ void AddEngine(std::vector<MetricFamily>& out,
   }
   out.push_back(std::move(used));
   AddPerNode<N>(out, "furrballs_memory_limit_bytes",
-                "Value-page bytes allocated to the node at start-up (a hard "
-                "limit).",
+                "Value-page bytes in service on the node (a hard limit; pages "
+                "retired to pay for a larger key table are not counted).",
                 kGauge, s, nodes, nullptr, {{nullptr, &N::memory_limit_bytes}});
   AddPerNode<N>(out, "furrballs_dead_bytes",
                 "Bytes of overwritten, deleted or evicted entries not yet "
@@ -184,7 +184,16 @@ void AddEngine(std::vector<MetricFamily>& out,
                  {"cold", &N::pages_cold},
                  {"empty", &N::pages_empty},
                  {"freeze", &N::pages_freeze},
-                 {"staging", &N::pages_staging}});
+                 {"staging", &N::pages_staging},
+                 {"retired", &N::pages_retired}});
+  AddPerNode<N>(out, "furrballs_key_table_capacity",
+                "Keys the node's key table (ARC's c) holds at most now; it "
+                "grows, paid with retired pages, when entries are smaller "
+                "than it was planned for.",
+                kGauge, s, nodes, nullptr, {{nullptr, &N::key_table_capacity}});
+  AddPerNode<N>(out, "furrballs_key_table_growths_total",
+                "Growths of the node's key table completed.", kCounter, s,
+                nodes, nullptr, {{nullptr, &N::key_table_growths}});
   AddPerNode<N>(out, "furrballs_staging_used_bytes",
                 "Bytes used in the staging page (the SET overflow).", kGauge, s,
                 nodes, nullptr, {{nullptr, &N::staging_used_bytes}});

@@ -43,6 +43,9 @@ std::vector<NodeStatsSnapshot> FourNodes() {
     s.pages_empty = 28;
     s.pages_freeze = 0;
     s.pages_staging = 1;
+    s.pages_retired = 3;
+    s.key_table_capacity = 5000 + n;
+    s.key_table_growths = 2;
     s.staging_used_bytes = 512;
     s.in_place_sets = 4;
     s.staging_sets = 5;
@@ -160,6 +163,9 @@ TEST_F(StatsCollectorTest, EngineFamiliesHaveASeriesPerNodeAndLabel) {
     EXPECT_EQ(Value("furrballs_memory_limit_bytes", {{"node", node}}), 64 << 20);
     EXPECT_EQ(Value("furrballs_pages", {{"node", node}, {"tier", "empty"}}), 28);
     EXPECT_EQ(Value("furrballs_pages", {{"node", node}, {"tier", "staging"}}), 1);
+    EXPECT_EQ(Value("furrballs_pages", {{"node", node}, {"tier", "retired"}}), 3);
+    EXPECT_EQ(Value("furrballs_key_table_capacity", {{"node", node}}), 5000 + n);
+    EXPECT_EQ(Value("furrballs_key_table_growths_total", {{"node", node}}), 2);
     EXPECT_EQ(Value("furrballs_staging_used_bytes", {{"node", node}}), 512);
     EXPECT_EQ(Value("furrballs_in_place_sets_total", {{"node", node}}), 4);
     EXPECT_EQ(Value("furrballs_staging_sets_total", {{"node", node}}), 5);
@@ -168,7 +174,7 @@ TEST_F(StatsCollectorTest, EngineFamiliesHaveASeriesPerNodeAndLabel) {
     EXPECT_EQ(Value("furrballs_pages_recycled_total", {{"node", node}}), 9);
   }
   EXPECT_EQ(Family("furrballs_hits_total").metric.size(), 8u);
-  EXPECT_EQ(Family("furrballs_pages").metric.size(), 20u);
+  EXPECT_EQ(Family("furrballs_pages").metric.size(), 24u);
   EXPECT_EQ(Family("furrballs_keys").type, MetricType::Gauge);
   EXPECT_EQ(Family("furrballs_expirations_total").type, MetricType::Counter);
 }

@@ -45,10 +45,12 @@ ABSL_FLAG(uint64_t, memory_mb, 256,
           "line prints how it was divided.");
 ABSL_FLAG(uint64_t, expected_item_bytes,
           furrballs::FurrBallOptions{}.expected_entry_bytes,
-          "Mean key + value size the budget is divided for: as many key "
-          "slots as fit with their metadata (~160 B each) when items are "
-          "this large, the rest for values. A hint, not a limit: smaller "
-          "items fill the key table first, larger ones the value pages.");
+          "Key + value size the starting key table is planned for: as many "
+          "key slots as fit with their metadata (~106 B each) when items are "
+          "this large, the rest for values. A starting point, not a limit: "
+          "smaller items make the table grow (paid with value pages, up to "
+          "what the budget holds at the smallest item), larger ones fill the "
+          "value pages first.");
 ABSL_FLAG(uint64_t, page_kb, furrballs::FurrBallOptions{}.page_size_bytes >> 10,
           "Page size in KiB (the unit of placement, compaction and spill); 0 "
           "= chosen from the budget: 2048, smaller for small budgets (at "

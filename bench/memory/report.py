@@ -32,12 +32,14 @@ def last_batch_samples(result):
             if s["inserted"] > result["inserted"] - result["batch_keys"]]
 
 
-def fill_figures(result, idle_rss_bytes, metadata_bytes=None):
+def fill_figures(result, idle_rss_bytes, metadata_bytes=None, start_page_bytes=None):
     """What the report says about one fill: a dict of figures.
 
     result: fill_bench's JSON object. idle_rss_bytes: the server's VmRSS
     right after it started. metadata_bytes: the engine's start-up metadata
-    figure (Furrballs only), or None.
+    figure (Furrballs only), or None. start_page_bytes: its value pages at
+    start-up; the pages it has in service after the fill are fewer by what
+    its key table's growth took, which counts as metadata too.
     """
     budget = result["budget_bytes"]
     item = result["key_bytes"] + result["value_bytes"]
@@ -50,6 +52,9 @@ def fill_figures(result, idle_rss_bytes, metadata_bytes=None):
     seen = [r for r in seen if r >= 0]
     last_batch = [s["resident"] for s in last_batch_samples(result)]
     rb = result["read_back"]
+    if (metadata_bytes is not None and start_page_bytes is not None
+            and after.get("memory_limit_bytes", -1) >= 0):
+        metadata_bytes += max(0, start_page_bytes - after["memory_limit_bytes"])
     return {
         "budget_bytes": budget,
         "value_bytes": result["value_bytes"],
@@ -272,7 +277,8 @@ def _fills_by_value(raw):
             errors[f["system"]] = f["error"]
         else:
             figures[f["system"]] = fill_figures(f["result"], f["idle_rss_bytes"],
-                                                f.get("metadata_bytes"))
+                                                f.get("metadata_bytes"),
+                                                f.get("start_page_bytes"))
     return out
 
 
@@ -331,8 +337,10 @@ def _settings(raw, extra=()):
         "server. The first is negative when the idle footprint already held memory "
         "the data then used (Furrballs pre-faults its value pages and tables). "
         "\"Engine's metadata\" is the figure Furrballs prints at start-up (`metadata "
-        "N MiB`, rounded down to MiB) over the resident keys; its Stats RPC has no "
-        "metadata figure.",
+        "N MiB`, rounded down to MiB) plus the value-page bytes its key table's "
+        "growth took out of service since (start-up pages less the Stats' "
+        "memory_limit_bytes after the fill), over the resident keys; its Stats RPC "
+        "has no metadata figure.",
     ] + list(extra) + ["- Method: docs/memory_bench.md.", ""]
 
 
@@ -438,7 +446,8 @@ def render_small(raw):
     lines += ["## Goal 4", ""] + small_table(small) + [""]
     for mb, fills in sorted(by_budget.items()):
         figs = {f["system"]: fill_figures(f["result"], f["idle_rss_bytes"],
-                                          f.get("metadata_bytes"))
+                                          f.get("metadata_bytes"),
+                                          f.get("start_page_bytes"))
                 for f in fills if not f.get("error")}
         errors = {f["system"]: f["error"] for f in fills if f.get("error")}
         lines += ["## %d MiB budget, the fill" % mb, ""]

@@ -45,6 +45,18 @@ class FillFiguresTest(unittest.TestCase):
         self.assertAlmostEqual(f["max_rss_over_budget"], 20 / 64)
         self.assertTrue(f["read_back_ok"])
 
+    def test_pages_a_grown_key_table_took_count_as_metadata(self):
+        # 2 MiB of metadata at start-up beside 58 MiB of pages; 18 MiB of
+        # pages retired by the fill's end paid for a larger key table.
+        r = fill_result(100000, 60 * MIB, [60 * MIB])
+        r["after_fill"]["memory_limit_bytes"] = 40 * MIB
+        f = report.fill_figures(r, 4 * MIB, metadata_bytes=2 * MIB,
+                                start_page_bytes=58 * MIB)
+        self.assertAlmostEqual(f["engine_metadata_per_key"], 20 * MIB / 100000)
+        # Without the start-up pages (an older run) the start-up figure stands.
+        f = report.fill_figures(r, 4 * MIB, metadata_bytes=2 * MIB)
+        self.assertAlmostEqual(f["engine_metadata_per_key"], 2 * MIB / 100000)
+
     def test_rss_bound_is_checked_at_every_sample(self):
         bound = report.rss_bound(64 * MIB)  # 1.05 x 64 MiB + 24 MiB = 91.2 MiB
         self.assertAlmostEqual(bound / MIB, 91.2)

@@ -41,8 +41,13 @@ from servers import (Progress, Servers, load_average, machine_basics, rss_bytes,
 # fastest way to move a batch (docs/peers_bench.md), as pipelining is Redis's.
 BACKENDS = {"furrballs": "furrballs_multi", "redis": "redis", "memcached": "memcached"}
 # Furrballs prints the metadata it mapped (key table, ARC, fixed structures;
-# inside --memory_mb) at start-up; its Stats RPC has no such figure.
+# inside --memory_mb) at start-up; its Stats RPC has no such figure. Its key
+# table then grows, paid with value pages: the start-up line's pages (per
+# node, times the nodes) less the Stats' memory_limit_bytes (pages in
+# service) after the fill is what the growth took (report.py).
 METADATA_LINE = re.compile(r"metadata (\d+) MiB")
+NODES_LINE = re.compile(r"furrballs: (\d+) node\(s\)")
+PAGES_LINE = re.compile(r"\((\d+) pages of (\d+) KiB\)")
 
 
 def usage_error(message):
@@ -114,6 +119,16 @@ def metadata_bytes(log_path):
     return int(m.group(1)) << 20 if m else None
 
 
+def start_page_bytes(log_path):
+    """The value-page bytes the start-up line says every node got, summed."""
+    with open(log_path) as f:
+        text = f.read()
+    nodes, pages = NODES_LINE.search(text), PAGES_LINE.search(text)
+    if not nodes or not pages:
+        return None
+    return int(nodes.group(1)) * int(pages.group(1)) * (int(pages.group(2)) << 10)
+
+
 def run_driver(servers, argv, log_path, timeout):
     """Runs fill_bench, its progress lines to stderr and to log_path.
 
@@ -154,6 +169,7 @@ def one_fill(args, servers, out_dir, system, budget_mb, value_bytes, cache_aside
         rec["idle_rss_bytes"] = rss_bytes(pid)
         if system == "furrballs":
             rec["metadata_bytes"] = metadata_bytes(servers.logs[system])
+            rec["start_page_bytes"] = start_page_bytes(servers.logs[system])
         out = os.path.join(out_dir, "fill-%s-%s.json" % (system, tag))
         argv = [os.path.join(args.bin_dir, "bench", "memory", "fill_bench"),
                 "--backend=" + BACKENDS[system], "--address=" + address, "--pid=%d" % pid,

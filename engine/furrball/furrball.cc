@@ -274,6 +274,7 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
       config.spill_store = spill_store_.get();
       config.spill_reload_whole_page = options_.spill_reload_whole_page;
       config.spill_cold_pages = options_.spill_cold_pages;
+      config.memory_plan = plan_;
 
       absl::StatusOr<NumaNodeMemoryResource*> resource =
           numatic_->NodeResource(router_.IdOf(i));
@@ -406,13 +407,17 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
 
   size_t MetadataBytes() const override {
     // Everything this cache mapped on its nodes (Numatic counts each
-    // mapping) minus the value pages themselves: CMap slots, ARC arena and
-    // index, page metadata, key locks, statistics, job queues, the shard
-    // objects, and the page rounding of each of those mappings.
+    // mapping) minus the value pages themselves and the key tables that
+    // growths left mapped but released: CMap slots, ARC arena and index,
+    // page metadata, key locks, statistics, job queues, the shard objects,
+    // and the page rounding of each of those mappings.
     uint64_t total = 0;
     for (int i = 0; i < router_.count(); ++i) {
       total += numatic_->MappedBytes(router_.IdOf(i));
-      if (shards_[i] != nullptr) total -= shards_[i]->page_bytes();
+      if (shards_[i] != nullptr) {
+        total -= shards_[i]->page_bytes() +
+                 shards_[i]->key_table_released_bytes();
+      }
     }
     return total;
   }

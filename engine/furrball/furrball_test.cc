@@ -1,6 +1,7 @@
 // Unit tests of the FurrBall API: results, limits, every error path, TTL and
 // versions with an injected clock, routing, SubmitToNode and statistics.
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/proc_status_testing.h"
 
 #include <atomic>
 #include <memory>
@@ -13,7 +14,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball_testing.h"
@@ -116,19 +116,6 @@ TEST(OptionsTest, MoreNodesThanTheMachineHasNeedsSimulation) {
   absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
   ASSERT_FALSE(ball.ok());
   EXPECT_EQ(ErrorOf(ball.status()), Error::kInvalidTopology) << ball.status();
-}
-
-// A "Name:   N kB" field of /proc/self/status, in bytes.
-size_t ProcStatusBytes(std::string_view field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
-        line[field.size()] == ':') {
-      return std::stoull(line.substr(field.size() + 1)) * 1024;
-    }
-  }
-  return 0;
 }
 
 // §3.4: if one node cannot be built, Open fails, names the node, and frees

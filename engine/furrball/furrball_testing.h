@@ -42,6 +42,11 @@ struct EngineTestHooks {
   // A full batch of ARC victims (spill page `page_id`) is about to be
   // written to RocksDB (holding no lock).
   void (*victim_batch_write)(uint64_t page_id) = nullptr;
+  // Node `node`'s key table growth took a step that changes what it maps
+  // or holds out of service: pages retired, a new table installed, a
+  // growth finished and pages given back. Runs on the node's worker,
+  // holding no lock.
+  void (*key_table_step)(int node) = nullptr;
 };
 // `hooks` must outlive its use; nullptr removes them.
 void SetEngineTestHooksForTesting(const EngineTestHooks* hooks);

@@ -8,7 +8,8 @@
 #include <absl/strings/str_format.h>
 
 #include "engine/arc/arc_flat_list.h"
-#include "engine/cmap/cmap.h"
+#include "engine/arc/concurrent_arc.h"
+#include "engine/cmap/resizable_cmap.h"
 #include "engine/common/error.h"
 #include "engine/furrball/entry.h"
 #include "engine/furrball/key_meta.h"
@@ -50,9 +51,30 @@ uint64_t ArcBytes(uint64_t keys) {
   return ArcFlatLists<>::BytesFor(static_cast<uint32_t>(keys));
 }
 uint64_t TableBytes(uint64_t keys) {
-  return CMap<KeyMeta>::BytesFor(keys);
+  return ResizableCMap<KeyMeta>::BytesFor(keys);
 }
-uint64_t KeyBytes(uint64_t keys) { return TableBytes(keys) + ArcBytes(keys); }
+// The largest key count a node can index: ARC's slots, and the 32-bit
+// counts the engine keeps (ConcurrentARC's capacity, resident_keys_).
+uint64_t MaxKeysLimit() {
+  return std::min<uint64_t>(ArcFlatLists<>::kMaxCapacity, UINT32_MAX / 2);
+}
+// The smallest entry a client can store: a one-byte key, an empty value.
+uint64_t SmallestEntryBytes() { return EntryFootprint(PayloadSize(1, 0)); }
+
+// The largest k in [lo, hi] with fits(k), for a monotonic fits that holds
+// at lo.
+template <typename Fits>
+uint64_t LargestFitting(uint64_t lo, uint64_t hi, Fits fits) {
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
 
 uint64_t FixedBytes(const FurrBallOptions& o) {
   return kFixedNodeBytes +
@@ -91,16 +113,76 @@ std::string MemoryPlan::Summary() const {
   const double mib = 1024.0 * 1024.0;
   return absl::StrFormat(
       "%.1f MiB per node: values %.1f MiB (%u pages of %u KiB), key table "
-      "%.1f MiB + ARC %.1f MiB for %u keys (%.0f B per key), fixed %.1f "
+      "%.1f MiB + ARC %.1f MiB for %u keys (%.0f B per key%s), fixed %.1f "
       "MiB, spill buffers %.1f MiB",
       node_budget_bytes / mib, value_bytes() / mib, page_count,
       page_size >> 10, key_table_bytes / mib, arc_bytes / mib, max_keys,
-      metadata_bytes_per_key(), fixed_bytes / mib, spill_buffer_bytes / mib);
+      metadata_bytes_per_key(),
+      key_ceiling > max_keys
+          ? absl::StrFormat("; grows to up to %u keys, paid with pages",
+                            key_ceiling)
+          : "",
+      fixed_bytes / mib, spill_buffer_bytes / mib);
+}
+
+uint64_t KeyTableBytes(uint64_t keys) {
+  return ConcurrentARC<KeyMeta>::BytesFor(static_cast<uint32_t>(keys));
+}
+
+uint64_t KeyTableGrowthPeakBytes(uint64_t from, uint64_t to) {
+  return ConcurrentARC<KeyMeta>::GrowthPeakBytes(static_cast<uint32_t>(from),
+                                                 static_cast<uint32_t>(to));
+}
+
+uint64_t KeyTableReleasedBytes(uint64_t from) { return TableBytes(from); }
+
+uint32_t RetiredPagesFor(const MemoryPlan& plan, uint64_t key_table_bytes) {
+  const uint64_t need = plan.fixed_bytes + plan.spill_buffer_bytes +
+                        key_table_bytes + plan.value_bytes();
+  if (need <= plan.node_budget_bytes) return 0;
+  const uint64_t pages =
+      (need - plan.node_budget_bytes + plan.page_size - 1) / plan.page_size;
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(pages, uint64_t{plan.page_count} + 1));
+}
+
+uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
+                          uint32_t keep_free) {
+  const uint64_t c = load.capacity;
+  const uint32_t in_service = plan.page_count - load.retired_pages;
+  const bool full = load.evicted_for_keys && load.resident_keys * 16 >= c * 15;
+  if (c >= plan.key_ceiling || !full ||
+      uint64_t{load.free_pages} * 8 <= in_service) {
+    return load.capacity;
+  }
+  const uint32_t spare =
+      load.free_pages > keep_free ? load.free_pages - keep_free : 0;
+  return GrowthTarget(plan, load.capacity, load.retired_pages, spare);
+}
+
+uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys, uint32_t retired,
+                      uint32_t spare_pages) {
+  const uint64_t most =
+      std::min<uint64_t>(uint64_t{keys} * 2, plan.key_ceiling);
+  const uint64_t least = uint64_t{keys} + std::max<uint32_t>(keys / 4, 1);
+  if (most < least) return keys;
+  // Pages out of service during the growth: those already retired and the
+  // spare ones, keeping the pool's minimum in service.
+  const uint64_t can_retire = std::min<uint64_t>(
+      uint64_t{retired} + spare_pages,
+      plan.page_count - std::min<uint64_t>(plan.page_count,
+                                           PagePool::kMinPages));
+  auto fits = [&](uint64_t to) {
+    return RetiredPagesFor(plan, KeyTableGrowthPeakBytes(keys, to)) <=
+           can_retire;
+  };
+  if (!fits(least)) return keys;
+  return static_cast<uint32_t>(LargestFitting(least, most, fits));
 }
 
 uint64_t MemoryBudgetForPages(const FurrBallOptions& o, int node_count,
                               uint32_t pages_per_node) {
-  const uint64_t rest = FixedBytes(o) + KeyBytes(o.max_keys_per_node) +
+  const uint64_t rest = FixedBytes(o) + KeyTableBytes(o.max_keys_per_node) +
                         uint64_t{pages_per_node} *
                             (o.page_size_bytes + kPerPageBytes);
   // The spill buffers depend on the share they are part of: grow the share
@@ -133,10 +215,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   const uint64_t min_pages_bytes = PagePool::kMinPages * page_cost;
   const uint64_t fixed = FixedBytes(o);
   const uint64_t overhead = fixed + plan.spill_buffer_bytes;
-  if (share < overhead + min_pages_bytes + KeyBytes(kMinKeys)) {
+  if (share < overhead + min_pages_bytes + KeyTableBytes(kMinKeys)) {
     return bad("memory budget of ", o.memory_budget_bytes, " bytes gives each of ",
                node_count, " nodes ", share, " bytes; a node needs at least ",
-               overhead + min_pages_bytes + KeyBytes(kMinKeys), " (",
+               overhead + min_pages_bytes + KeyTableBytes(kMinKeys), " (",
                PagePool::kMinPages, " pages of ", plan.page_size,
                " bytes, ", kMinKeys, " key slots, ", fixed >> 10,
                " KiB of fixed structures",
@@ -153,16 +235,15 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   // What keys and pages share once the fixed costs and the minimum number
   // of pages are taken.
   const uint64_t room = share - overhead;
-  const uint64_t max_keys_limit =
-      std::min<uint64_t>(ArcFlatLists<>::kMaxCapacity, UINT32_MAX / 2);
+  const uint64_t max_keys_limit = MaxKeysLimit();
   uint64_t keys;
   if (o.max_keys_per_node != 0) {
     keys = o.max_keys_per_node;
     if (keys > max_keys_limit) {
       return bad("max_keys_per_node = ", keys, " exceeds ", max_keys_limit);
     }
-    if (KeyBytes(keys) + min_pages_bytes > room) {
-      return bad("max_keys_per_node = ", keys, " needs ", KeyBytes(keys),
+    if (KeyTableBytes(keys) + min_pages_bytes > room) {
+      return bad("max_keys_per_node = ", keys, " needs ", KeyTableBytes(keys),
                  " bytes of key table and ARC per node, more than a node's ",
                  share, "-byte share leaves beside ", PagePool::kMinPages,
                  " pages");
@@ -174,26 +255,31 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
         EntryFootprint(PayloadSize(0, std::max<uint64_t>(
                                          o.expected_entry_bytes, 1)));
     auto fits = [&](uint64_t k) {
-      const uint64_t key_bytes = KeyBytes(k);
+      const uint64_t key_bytes = KeyTableBytes(k);
       return key_bytes + min_pages_bytes <= room &&
              key_bytes + k * entry <= room;
     };
-    uint64_t lo = kMinKeys;
-    uint64_t hi = std::min<uint64_t>(max_keys_limit, room / entry + 1);
-    while (lo < hi) {
-      const uint64_t mid = lo + (hi - lo + 1) / 2;
-      if (fits(mid)) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    keys = lo;
+    keys = LargestFitting(
+        kMinKeys, std::min<uint64_t>(max_keys_limit, room / entry + 1), fits);
   }
   plan.max_keys = static_cast<uint32_t>(keys);
+  plan.key_ceiling = plan.max_keys;
+  if (o.max_keys_per_node == 0) {
+    // The most keys the share could hold at all: every entry the smallest
+    // there is, and a growth to that count (old and new tables mapped)
+    // leaving the fewest pages a pool works with.
+    const uint64_t smallest = SmallestEntryBytes();
+    auto holds = [&](uint64_t k) {
+      return KeyTableBytes(k) + k * smallest <= room &&
+             KeyTableGrowthPeakBytes(k / 2, k) + min_pages_bytes <= room;
+    };
+    plan.key_ceiling = static_cast<uint32_t>(LargestFitting(
+        keys, std::min<uint64_t>(max_keys_limit, room / smallest + 1),
+        holds));
+  }
   plan.key_table_bytes = TableBytes(keys);
   plan.arc_bytes = ArcBytes(keys);
-  const uint64_t pages = (room - KeyBytes(keys)) / page_cost;
+  const uint64_t pages = (room - KeyTableBytes(keys)) / page_cost;
   if (pages > kMaxPagesPerNode) {
     // A KeyMeta names its page in kPageBits bits (key_meta.h).
     const uint64_t at_least =

@@ -11,13 +11,28 @@
 //
 // where the key table (CMap of KeyMeta) and ARC (arena and index, 2c keys
 // tracked for c cached) are sized by their own BytesFor functions, so the
-// plan and the allocation cannot drift apart. The number of key slots c is
-// the largest one for which c keys of expected_entry_bytes each, with their
-// metadata, fit the share: a hint, not a limit on what a key or value may
-// be. A workload of smaller entries fills the key table before the pages
-// (ARC then evicts by key count), one of larger entries fills the pages
-// first; either way the budget holds. Memory is mapped, not touched, at
-// start-up (numatic.h), so the RSS is at most the budget and follows data.
+// plan and the allocation cannot drift apart. The number of key slots c a
+// node starts with is the largest one for which c keys of
+// expected_entry_bytes each, with their metadata, fit the share: a
+// starting point, not a limit on what a key or value may be. Memory is
+// mapped, not touched, at start-up (numatic.h), so the RSS is at most the
+// budget and follows data.
+//
+// The key table grows (docs/engine.md, "Memory bound"): a node whose
+// entries are smaller than planned fills its key table while pages are
+// free, and then doubles c, up to key_ceiling, paying with value pages it
+// takes out of service (RETIRED, page_pool.h: their memory is given back).
+// The page block is mapped once, for the pages of the starting table, and
+// at every moment, the peak of a growth included (the old and the new
+// table are both mapped while keys move),
+//
+//   fixed + key table(s) + spill buffers
+//         + (page_count - retired pages) * page_size <= share
+//
+// RetiredPagesFor says how many pages must be out of service for a key
+// table of a given size, and GrowthTarget how far a node can grow with
+// the pages it can spare; NodeShard retires the pages before it grows and
+// gives back those the finished table no longer needs.
 //
 // The page size, when not set, follows the budget alone: 2 MiB while a
 // node gets 32 such pages, else the largest power of two that gives it 64
@@ -41,10 +56,15 @@ namespace furrballs {
 struct MemoryPlan {
   uint64_t node_budget_bytes = 0;
   uint32_t page_size = 0;
-  uint32_t page_count = 0;
-  uint32_t max_keys = 0;            // key slots (ARC's c)
-  uint64_t key_table_bytes = 0;     // CMap
-  uint64_t arc_bytes = 0;           // ARC arena + index
+  uint32_t page_count = 0;          // mapped; in service at the start
+  uint32_t max_keys = 0;            // key slots at the start (ARC's c)
+  // The most key slots the node may grow to: what CMap, ARC and KeyMeta
+  // can index, and no more than the share holds at the smallest entry with
+  // the fewest pages. max_keys when the key count was given
+  // (FurrBallOptions::max_keys_per_node): no growth.
+  uint32_t key_ceiling = 0;
+  uint64_t key_table_bytes = 0;     // CMap, at max_keys
+  uint64_t arc_bytes = 0;           // ARC arena + index, at max_keys
   uint64_t fixed_bytes = 0;         // key locks, page metadata, queue, ...
   uint64_t spill_buffer_bytes = 0;  // RocksDB memtables (spill tier only)
 
@@ -70,6 +90,50 @@ struct MemoryPlan {
 // what does not fit (a budget too small for the minimum number of pages).
 absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& options,
                                       int node_count);
+
+// Bytes the key table (CMap and ARC's state) maps for `keys` slots, and
+// while it grows from `from` to `to` slots (both mapped).
+uint64_t KeyTableBytes(uint64_t keys);
+uint64_t KeyTableGrowthPeakBytes(uint64_t from, uint64_t to);
+// What a finished growth from `from` slots leaves mapped but released: the
+// old table's range stays reserved for readers that may still probe it,
+// its pages given back (resizable_cmap.h, "Released tables").
+uint64_t KeyTableReleasedBytes(uint64_t from);
+
+// The fewest pages a node on `plan` must have out of service while its key
+// table maps `key_table_bytes` (KeyTableBytes, or the growth peak), so that
+// the share holds; more than page_count if it cannot.
+uint32_t RetiredPagesFor(const MemoryPlan& plan, uint64_t key_table_bytes);
+
+// The capacity a node whose key table holds `keys` slots can grow to now:
+// the largest in (keys, min(2 * keys, key_ceiling)] whose growth peak is
+// paid for by `retired` pages already out of service plus at most
+// `spare_pages` more, leaving at least PagePool::kMinPages in service; and
+// at least keys + keys / 4 (a smaller step would cost a whole migration
+// for little). `keys` itself when there is none.
+uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
+                      uint32_t retired, uint32_t spare_pages);
+
+// What a node's worker sees of its key table and pages when it decides.
+struct KeyTableLoad {
+  uint32_t capacity = 0;          // ARC's c now
+  uint64_t resident_keys = 0;     // keys ARC holds
+  bool evicted_for_keys = false;  // ARC evicted by key count since the last look
+  uint32_t free_pages = 0;
+  uint32_t retired_pages = 0;
+};
+
+// The growth rule, looked at once a maintenance pass: a key table that is
+// full (ARC holds its c keys, give or take a sixteenth, and evicted by key
+// count since the last look) while more than an eighth of the page bytes
+// in service are free grows to GrowthTarget, the free pages beyond
+// `keep_free` (the reserve the worker keeps for writers) being what it may
+// spend. Full table and free pages together mean the entries are smaller
+// than the table was planned for: keys are being evicted that the pages
+// had room for. Returns the capacity to grow to, or load.capacity for
+// none.
+uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
+                          uint32_t keep_free);
 
 // The smallest memory_budget_bytes for which PlanMemory gives each of
 // `node_count` nodes `pages_per_node` pages, for tests that need an exact

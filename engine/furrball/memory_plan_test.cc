@@ -9,11 +9,14 @@
 #include "engine/arc/arc_flat_list.h"
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/key_meta.h"
+#include "engine/furrball/page_pool.h"
 #include "engine/numatic/error_status.h"
 #include "engine/numatic/numatic.h"
 
 namespace furrballs {
 namespace {
+
+using furrball_internal::PagePool;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
@@ -198,6 +201,142 @@ TEST(MemoryPlanTest, PagesPastWhatAKeyMetaNamesAreRefusedOrLarger) {
       << plan.status();
 }
 
+// The budget at every step of a node that grows its key table as far as
+// it can, paying with pages: before a growth the pages for its peak (old
+// and new table) are out of service, after it only those the new table
+// needs. Growth reaches well past the starting table and stays within the
+// ceiling.
+TEST(MemoryPlanTest, GrowthKeepsTheShareAtEveryStep) {
+  for (uint64_t mib : {4, 8, 64, 256}) {
+    for (int nodes : {1, 2}) {
+      for (bool spill : {false, true}) {
+        FurrBallOptions o = Options(mib, nodes);
+        o.expected_entry_bytes = 1048;
+        if (spill) o.spill_dir = "/unused";
+        absl::StatusOr<MemoryPlan> plan = PlanMemory(o, nodes);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        SCOPED_TRACE(plan->Summary());
+        const uint64_t share = plan->node_budget_bytes;
+        auto total = [&](uint64_t key_table, uint32_t retired) {
+          return plan->fixed_bytes + plan->spill_buffer_bytes + key_table +
+                 uint64_t{plan->page_count - retired} * plan->page_size;
+        };
+        ASSERT_LE(total(KeyTableBytes(plan->max_keys), 0), share);
+        EXPECT_GT(plan->key_ceiling, 4 * plan->max_keys);
+        EXPECT_EQ(GrowthTarget(*plan, plan->max_keys, 0, 0), plan->max_keys)
+            << "a full budget has nothing to pay with";
+        uint32_t keys = plan->max_keys;
+        uint32_t retired = 0;
+        int growths = 0;
+        for (;;) {
+          const uint32_t spare =
+              plan->page_count - retired - PagePool::kMinPages;
+          const uint32_t to = GrowthTarget(*plan, keys, retired, spare);
+          if (to == keys) break;
+          ASSERT_GT(to, keys);
+          ASSERT_LE(to, 2 * uint64_t{keys});
+          ASSERT_LE(to, plan->key_ceiling);
+          const uint64_t peak = KeyTableGrowthPeakBytes(keys, to);
+          retired = std::max(retired, RetiredPagesFor(*plan, peak));
+          ASSERT_LE(retired, plan->page_count - PagePool::kMinPages);
+          ASSERT_LE(total(peak, retired), share) << keys << " -> " << to;
+          const uint32_t after = RetiredPagesFor(*plan, KeyTableBytes(to));
+          ASSERT_LE(after, retired) << "the peak needs the most";
+          retired = after;
+          ASSERT_LE(total(KeyTableBytes(to), retired), share);
+          keys = to;
+          ++growths;
+        }
+        EXPECT_GE(growths, 2);
+        EXPECT_GT(keys, plan->key_ceiling / 4) << growths << " growths";
+      }
+    }
+  }
+}
+
+// A key count given explicitly is the table's for good.
+TEST(MemoryPlanTest, AGivenKeyCountNeverGrows) {
+  FurrBallOptions o = Options(64, 1);
+  o.max_keys_per_node = 10000;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->key_ceiling, 10000u);
+  EXPECT_EQ(GrowthTarget(*plan, 10000, 0, plan->page_count), 10000u);
+  EXPECT_EQ(plan->Summary().find("grows"), std::string::npos);
+}
+
+// 64 MiB on one node, planned for 1 KiB values and 24-byte keys.
+absl::StatusOr<MemoryPlan> PlanFor1KiBEntries() {
+  FurrBallOptions o = Options(64, 1);
+  o.expected_entry_bytes = 1048;
+  return PlanMemory(o, 1);
+}
+
+// A growth is as large as the spare pages pay for, and none when they pay
+// for less than a quarter more keys.
+TEST(MemoryPlanTest, GrowthIsWhatTheSparePagesPayFor) {
+  const absl::StatusOr<MemoryPlan> plan = PlanFor1KiBEntries();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SCOPED_TRACE(plan->Summary());
+  const uint32_t c = plan->max_keys;
+  EXPECT_NE(plan->Summary().find("grows to up to"), std::string::npos);
+  const uint32_t doubling = RetiredPagesFor(
+      *plan, KeyTableGrowthPeakBytes(c, 2 * uint64_t{c}));
+  EXPECT_EQ(GrowthTarget(*plan, c, 0, doubling), 2 * c);
+  EXPECT_EQ(GrowthTarget(*plan, c, doubling, 0), 2 * c)
+      << "pages already retired pay too";
+  const uint32_t partial = GrowthTarget(*plan, c, 0, doubling - 1);
+  EXPECT_LT(partial, 2 * c);
+  EXPECT_GE(partial, c + c / 4);
+  EXPECT_LE(RetiredPagesFor(*plan, KeyTableGrowthPeakBytes(c, partial)),
+            doubling - 1);
+  const uint32_t quarter =
+      RetiredPagesFor(*plan, KeyTableGrowthPeakBytes(c, c + c / 4));
+  ASSERT_GT(quarter, 0u);
+  EXPECT_EQ(GrowthTarget(*plan, c, 0, quarter - 1), c);
+}
+
+// The trigger: a full key table (ARC at c, evicting by key count) while
+// more than an eighth of the pages in service are free, and no growth
+// past the ceiling or with only the kept reserve free.
+TEST(MemoryPlanTest, AFullKeyTableWithFreePagesGrows) {
+  const absl::StatusOr<MemoryPlan> plan = PlanFor1KiBEntries();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SCOPED_TRACE(plan->Summary());
+  const uint32_t c = plan->max_keys;
+  KeyTableLoad load;
+  load.capacity = c;
+  load.resident_keys = c;
+  load.evicted_for_keys = true;
+  load.free_pages = plan->page_count * 3 / 4;  // small entries: pages free
+  const uint32_t keep = 2;
+  const uint32_t to = KeyTableGrowthTo(*plan, load, keep);
+  EXPECT_GT(to, c);
+  EXPECT_EQ(to, GrowthTarget(*plan, c, 0, load.free_pages - keep));
+
+  KeyTableLoad not_evicting = load;
+  not_evicting.evicted_for_keys = false;
+  EXPECT_EQ(KeyTableGrowthTo(*plan, not_evicting, keep), c);
+  KeyTableLoad not_full = load;
+  not_full.resident_keys = c / 2;  // evictions of another kind
+  EXPECT_EQ(KeyTableGrowthTo(*plan, not_full, keep), c);
+  KeyTableLoad pages_full = load;
+  pages_full.free_pages = plan->page_count / 8;  // an eighth is not more
+  EXPECT_EQ(KeyTableGrowthTo(*plan, pages_full, keep), c);
+  EXPECT_EQ(KeyTableGrowthTo(*plan, load, load.free_pages), c)
+      << "nothing to spend but what the worker keeps";
+  KeyTableLoad paid = load;  // a growth that retired pages already pay for
+  paid.free_pages = plan->page_count / 4;
+  paid.retired_pages = plan->page_count / 2;
+  EXPECT_EQ(KeyTableGrowthTo(*plan, paid, paid.free_pages),
+            GrowthTarget(*plan, c, paid.retired_pages, 0));
+  EXPECT_GT(KeyTableGrowthTo(*plan, paid, paid.free_pages), c);
+  KeyTableLoad at_ceiling = load;
+  at_ceiling.capacity = plan->key_ceiling;
+  at_ceiling.resident_keys = plan->key_ceiling;
+  EXPECT_EQ(KeyTableGrowthTo(*plan, at_ceiling, keep), plan->key_ceiling);
+}
+
 TEST(MemoryPlanTest, ExplicitKeySlotsThatDoNotFitAreRefused) {
   FurrBallOptions o = Options(8, 1);
   o.max_keys_per_node = 10'000'000;
@@ -239,8 +378,14 @@ TEST(MemoryPlanTest, AnOpenCacheMapsNoMoreThanItsBudget) {
       ASSERT_TRUE(ball.ok()) << ball.status();
       const MemoryPlan& plan = (*ball)->memory_plan();
       SCOPED_TRACE(plan.Summary());
+      // Retired pages stay mapped but their memory is given back: they
+      // are what pays for a key table larger than the starting one.
+      uint64_t retired_bytes = 0;
+      for (const NodeStatsSnapshot& s : (*ball)->Stats()) {
+        retired_bytes += s.pages_retired * plan.page_size;
+      }
       const uint64_t mapped = Numatic::ProcessMappedBytes() - mapped_before;
-      EXPECT_LE(mapped, o.memory_budget_bytes);
+      EXPECT_LE(mapped - retired_bytes, o.memory_budget_bytes);
       EXPECT_LE((*ball)->MetadataBytes(), 2 * plan.metadata_bytes());
 
       EXPECT_GE(mapped, 2 * plan.value_bytes());

@@ -225,7 +225,10 @@ NodeStatsSnapshot NodeShard::Snapshot() const {
   s.dead_bytes = census.used_bytes > census.live_bytes
                      ? census.used_bytes - census.live_bytes
                      : 0;
-  s.memory_limit_bytes = page_bytes();
+  s.memory_limit_bytes = page_bytes_in_service();
+  s.pages_retired = census.pages_retired;
+  s.key_table_capacity = arc_->capacity();
+  s.key_table_growths = stats_.Sum(Counter::kKeyTableGrowths);
   s.pages_hot = census.pages_hot;
   s.pages_cold = census.pages_cold;
   s.pages_empty = census.pages_empty;

@@ -163,6 +163,49 @@
 // reclaims expired keys.
 //
 // ---------------------------------------------------------------------------
+// Pages out of service: how a larger key table is paid for (memory_plan.h)
+//
+// The page block is mapped once; a key table larger than the one the node
+// started with is paid for by value pages taken out of service, so that
+// fixed + key table(s) + spill buffers + pages in service * page_size stays
+// within the node's share at every moment (RetiredPagesFor).
+//
+//   retire    RetirePages(n), under the reclaim mutex: the highest-numbered
+//             free pages beyond the relocation reserve become RETIRED and
+//             their memory is discarded (PagePool::RetireFreePages). If
+//             none is free, ReclaimStep frees one first, exactly as for a
+//             writer with no room (recycle, staging, drain, else spill or
+//             evict the sparsest page), so the lock order is the writer's:
+//             reclaim mutex -> (ARC SpinLock | CMap slot seq), no key lock
+//             waited for. It stops early rather than wait for an operation
+//             in flight, and never drops a key with eviction disabled.
+//   unretire  UnretirePages(n): RETIRED -> EMPTY, pushed on the free list.
+//
+// A retired page is in no list and never open, so no writer, mover,
+// walker or recycler can reach it; a writer holding a stale `current`
+// index finds it not open and rotates (page_pool.h).
+//
+// The growth (GrowKeyTableStep, the worker's, at the end of each
+// maintenance pass with no lock held), one state a pass:
+//
+//   idle     the rule (KeyTableGrowthTo, memory_plan.h): ARC holds its c
+//            keys and evicted by key count since the last pass while more
+//            than an eighth of the page bytes in service are free: grow to
+//            min(2c, what the free pages beyond the worker's reserve pay
+//            for) -> paying.
+//   paying   RetirePages for the growth's peak (old and new table mapped),
+//            BEFORE ConcurrentARC::Grow maps the new table -> moving; not
+//            all retired within kMaxPayingPasses, or Grow refused -> give
+//            back what the current table does not need -> idle.
+//   moving   GrowStep(kGrowMovesPerPass); Sets move keys too -> done when
+//            GrowStep says the growth is over.
+//   done     a pass later: count it, give back the pages the grown table
+//            does not need, as far as what the node maps now allows (a Set
+//            that finished the growth may still be unmapping the old ARC
+//            state when GrowStep says so) -> idle, which gives back the
+//            rest in later passes.
+//
+// ---------------------------------------------------------------------------
 // Cold pages (ShardConfig::spill_cold_pages; report §2.4.1, §2.9.1-§2.9.3)
 //
 // Instead of asking ARC for victims, the reserve refill moves ARC's coldest
@@ -234,6 +277,7 @@
 #include "engine/common/parking_lock.h"
 #include "engine/furrball/clock.h"
 #include "engine/furrball/key_meta.h"
+#include "engine/furrball/memory_plan.h"
 #include "engine/furrball/node_stats.h"
 #include "engine/furrball/operations.h"
 #include "engine/furrball/options.h"
@@ -284,6 +328,9 @@ struct ShardConfig {
   // FurrBallOptions::spill_cold_pages (see "Cold pages" above), and its
   // default. Works with or without a spill store.
   bool spill_cold_pages = FurrBallOptions{}.spill_cold_pages;
+  // The node's memory plan, for the key table's growth ("Pages out of
+  // service" above). The default plan (key_ceiling 0) never grows.
+  MemoryPlan memory_plan;
 };
 
 class NodeShard {
@@ -377,14 +424,40 @@ class NodeShard {
   // ---- Maintenance (the node's worker) -----------------------------------
 
   // One maintenance pass: PromoteBuf drain, recycling, staging relocation,
-  // reserve refill (drain/evict), TTL reclamation. Bounded work.
+  // reserve refill (drain/evict), TTL reclamation, a step of the key
+  // table's growth. Bounded work.
   void Maintain();
+
+  // ---- Pages out of service (they pay for a larger key table) -----------
+
+  // Takes up to `n` value pages out of service (RETIRED, page_pool.h), the
+  // highest-numbered free pages first, their memory given back to the
+  // kernel. When no page beyond the relocation reserve is free it makes
+  // one free first, with the in-line reclaimer's steps (recycle, drain the
+  // sparsest page, else spill or evict it). Returns how many it retired:
+  // fewer than `n` when what is left to free is held by another thread's
+  // operation in flight (try again later), or when eviction is disabled
+  // and no page can be freed without losing a key. Takes reclaim_mu_.
+  uint32_t RetirePages(uint32_t n);
+  // Puts up to `n` retired pages back in service, free. Takes reclaim_mu_.
+  uint32_t UnretirePages(uint32_t n);
 
   // ---- Introspection -----------------------------------------------------
 
   NodeStatsSnapshot Snapshot() const;
+  // Bytes of the whole page block, mapped whether pages are in service or
+  // retired.
   uint64_t page_bytes() const {
     return uint64_t{config_.page_count} * config_.page_size;
+  }
+  // Bytes of the pages in service: what values may occupy now.
+  uint64_t page_bytes_in_service() const {
+    return uint64_t{pool_.pages_in_service()} * config_.page_size;
+  }
+  // Bytes of the key tables that finished growths left mapped but
+  // released (KeyTableReleasedBytes): mapped, not held.
+  uint64_t key_table_released_bytes() const {
+    return key_table_released_bytes_.load(std::memory_order_relaxed);
   }
   const PagePool& pool() const { return pool_; }
   PagePool& mutable_pool_for_testing() { return pool_; }
@@ -466,6 +539,10 @@ class NodeShard {
   // One in-line reclaim step for a writer that found no room for
   // `capacity` bytes.
   Reclaim ReclaimForWriter(uint32_t capacity);
+  // One step towards a free page: recycle dead pages, relocate staging,
+  // drain the sparsest page if an eighth of it is dead, else (eviction on)
+  // spill or evict it; the last resort seals the open pages.
+  Reclaim ReclaimStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
 
   // REQUIRES: reclaim_mu_ held.
   // Moves the live entries of frozen page `page` to the relocation page.
@@ -507,10 +584,29 @@ class NodeShard {
   bool OnColdPage(const KeyMeta& m) const {
     return pool_.TierOf(m.page) == PageTier::kCold;
   }
+  // Free pages the worker keeps for writers' bursts.
+  uint32_t RefillTarget() const;
   // One step towards the free-page reserve: recycle, drain or evict. False
   // when the reserve is full or nothing more can be done this pass.
   bool RefillStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   void ReclaimExpired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+
+  // ---- Key table growth (the worker's; see "Pages out of service") ----
+  // One step: decide (KeyTableGrowthTo), retire the pages for the peak,
+  // Grow, move keys, give back what the grown table does not need.
+  // REQUIRES: no lock held (Grow maps memory, RetirePages takes the
+  // reclaim mutex).
+  void GrowKeyTableStep();
+  // Gives back the retired pages the key table as it is now does not need.
+  void GiveBackUnneededPages();
+  // Calls the test hook key_table_step, if set.
+  void KeyTableStepForTesting() const;
+  // Moves per pass while the table grows: a pass holds ARC's lock for
+  // about this many key moves at a time (GrowStep's bound).
+  static constexpr size_t kGrowMovesPerPass = 4096;
+  // Passes a growth waits for its pages (writers' operations in flight
+  // can hold the last ones) before it gives up and returns them.
+  static constexpr int kMaxPayingPasses = 64;
   // Erases the expired entry at (page, offset, generation) if its key lock
   // is free and it is still that entry and expired, counting an expiration.
   // True if erased. Reclaimers (holding reclaim_mu_) and Gets call it.
@@ -634,7 +730,7 @@ class NodeShard {
   // it): bounds the room a drain can leave unused at the end of a
   // relocation page (DrainSparsest).
   std::atomic<uint32_t> largest_entry_{0};
-  // Eviction disabled: keys are admitted while resident keys < max_keys.
+  // Eviction disabled: keys are admitted while resident keys < ARC's c.
   std::atomic<int64_t> resident_keys_{0};
   // Keys whose only copy is in the spill store; null when spill is off.
   std::unique_ptr<SpillIndex> spill_index_;
@@ -676,6 +772,23 @@ class NodeShard {
     KeyMeta meta;
   };
   std::pmr::vector<ColdKey> cold_keys_ ABSL_GUARDED_BY(reclaim_mu_);
+
+  // Key table growth, touched only by the Maintain caller (the worker).
+  enum class Growth : uint8_t {
+    kIdle,    // looking at the rule once a pass
+    kPaying,  // retiring the pages for growth_to_'s peak
+    kMoving,  // ARC grows; GrowStep each pass until done
+    kDone,    // done: pages given back next pass (see GrowKeyTableStep)
+  };
+  Growth growth_ = Growth::kIdle;
+  uint32_t growth_from_ = 0;
+  uint32_t growth_to_ = 0;
+  int paying_passes_ = 0;
+  // kKeyTableFull at the last look: evictions by key count since then.
+  uint64_t key_evictions_seen_ = 0;
+  // Written by the worker, read by MetadataBytes on any thread (relaxed:
+  // a statistic).
+  std::atomic<uint64_t> key_table_released_bytes_{0};
   std::vector<HashPair> coldest_scratch_ ABSL_GUARDED_BY(reclaim_mu_);
   std::atomic<uint32_t> cold_pending_{0};
 };

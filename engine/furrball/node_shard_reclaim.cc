@@ -78,6 +78,10 @@ NodeShard::Reclaim NodeShard::ReclaimForWriter(uint32_t capacity) {
       pool_.staging_room() >= capacity) {
     return Reclaim::kProgress;
   }
+  return ReclaimStep();
+}
+
+NodeShard::Reclaim NodeShard::ReclaimStep() {
   const uint32_t recycled = pool_.RecycleDeadPages();
   if (recycled > 0) {
     sealed_for_reclaim_ = false;
@@ -139,6 +143,26 @@ NodeShard::Reclaim NodeShard::ReclaimForWriter(uint32_t capacity) {
   sealed_for_reclaim_ = false;
   // Every page is open, reserved or has a write in flight.
   return config_.eviction_enabled ? Reclaim::kWait : Reclaim::kNoMemory;
+}
+
+uint32_t NodeShard::RetirePages(uint32_t n) {
+  MutexLock l(&reclaim_mu_);
+  uint32_t retired = 0;
+  // Each round retires free pages or reclaims towards one. A step can
+  // report progress without freeing a page (staging relocation, sealing
+  // the open pages), hence the bound rather than a loop until done.
+  for (uint32_t round = 0; retired < n && round < 2 * n + 8; ++round) {
+    // The relocation reserve stays free: without it the node could not
+    // compact.
+    retired += pool_.RetireFreePages(n - retired, kRelocationReserve);
+    if (retired == n || ReclaimStep() != Reclaim::kProgress) break;
+  }
+  return retired;
+}
+
+uint32_t NodeShard::UnretirePages(uint32_t n) {
+  MutexLock l(&reclaim_mu_);
+  return pool_.UnretirePages(n);
 }
 
 bool NodeShard::DrainSparsest(uint64_t max_live_bytes) {
@@ -328,14 +352,17 @@ bool NodeShard::RelocateStaging() {
   return recycled;
 }
 
-bool NodeShard::RefillStep() {
-  // Free pages to keep for bursts: 1/16 of the pool, at least the
-  // relocation reserve plus one; with cold pages plus two, so that the
-  // refill starts while a COLD page can still be opened beyond the reserve.
-  const uint32_t target = std::max<uint32_t>(
+uint32_t NodeShard::RefillTarget() const {
+  // 1/16 of the pages in service, at least the relocation reserve plus
+  // one; with cold pages plus two, so that the refill starts while a COLD
+  // page can still be opened beyond the reserve.
+  return std::max<uint32_t>(
       kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
-      config_.page_count / 16);
-  if (pool_.free_pages() >= target) return false;
+      pool_.pages_in_service() / 16);
+}
+
+bool NodeShard::RefillStep() {
+  if (pool_.free_pages() >= RefillTarget()) return false;
   const uint32_t recycled = pool_.RecycleDeadPages();
   if (recycled > 0) {
     stats_.Add(Counter::kPagesRecycled, recycled);
@@ -406,14 +433,112 @@ void NodeShard::Maintain() {
     MutexLock l(&reclaim_mu_);
     if (!RefillStep()) break;
   }
-  MutexLock l(&reclaim_mu_);
-  ReclaimExpired();
-  if (spill_index_ != nullptr) {
-    // Writers' victims (a full key table) fill the batch too.
-    FlushVictimBatch(/*force=*/false);
-    SweepSpillIndex();
-    DeleteDeadSpillPages();
+  {
+    MutexLock l(&reclaim_mu_);
+    ReclaimExpired();
+    if (spill_index_ != nullptr) {
+      // Writers' victims (a full key table) fill the batch too.
+      FlushVictimBatch(/*force=*/false);
+      SweepSpillIndex();
+      DeleteDeadSpillPages();
+    }
   }
+  GrowKeyTableStep();
+}
+
+void NodeShard::GrowKeyTableStep() {
+  const MemoryPlan& plan = config_.memory_plan;
+  if (plan.key_ceiling <= config_.max_keys) return;  // a fixed table
+  switch (growth_) {
+    case Growth::kMoving:
+      if (arc_->GrowStep(kGrowMovesPerPass)) growth_ = Growth::kDone;
+      return;
+    case Growth::kDone:
+      // The pages that paid for the peak and that the new table does not
+      // need come back, as far as what is mapped allows
+      // (GiveBackUnneededPages). A pass after GrowStep said the growth was
+      // over, because when a Set's step finished it, that Set's thread may
+      // still be releasing the old memory after ARC's lock.
+      key_table_released_bytes_.fetch_add(KeyTableReleasedBytes(growth_from_),
+                                          std::memory_order_relaxed);
+      stats_.Add(Counter::kKeyTableGrowths);
+      growth_ = Growth::kIdle;
+      GiveBackUnneededPages();
+      KeyTableStepForTesting();
+      return;
+    case Growth::kIdle: {
+      // What a finished growth could not give back yet.
+      GiveBackUnneededPages();
+      KeyTableLoad load;
+      load.capacity = arc_->capacity();
+      load.resident_keys = arc_->size();
+      const uint64_t evictions = stats_.Sum(Counter::kKeyTableFull);
+      load.evicted_for_keys = evictions != key_evictions_seen_;
+      key_evictions_seen_ = evictions;
+      load.free_pages = pool_.free_pages();
+      load.retired_pages = pool_.retired_pages();
+      growth_to_ = KeyTableGrowthTo(plan, load, RefillTarget());
+      if (growth_to_ == load.capacity) return;
+      growth_ = Growth::kPaying;
+      paying_passes_ = 0;
+      break;
+    }
+    case Growth::kPaying:
+      break;
+  }
+  // The pages that pay for the peak (old and new table mapped) leave
+  // service before the new table is mapped.
+  growth_from_ = arc_->capacity();
+  const uint32_t need =
+      RetiredPagesFor(plan, KeyTableGrowthPeakBytes(growth_from_, growth_to_));
+  const uint32_t retired = pool_.retired_pages();
+  if (need > retired) {
+    const uint32_t got = RetirePages(need - retired);
+    if (got > 0) KeyTableStepForTesting();
+    if (got < need - retired) {
+      if (++paying_passes_ < kMaxPayingPasses) return;
+      growth_ = Growth::kIdle;
+      GiveBackUnneededPages();
+      KeyTableStepForTesting();
+      return;
+    }
+  }
+  if (!arc_->Grow(growth_to_).ok()) {
+    // No memory for the new table (ResourceExhausted): the node goes on
+    // as it was, with its pages back.
+    growth_ = Growth::kIdle;
+    GiveBackUnneededPages();
+    KeyTableStepForTesting();
+    return;
+  }
+  growth_ = Growth::kMoving;
+  KeyTableStepForTesting();
+}
+
+void NodeShard::KeyTableStepForTesting() const {
+  if (const EngineTestHooks* t = TestHooks();
+      t != nullptr && t->key_table_step != nullptr) {
+    t->key_table_step(config_.node);
+  }
+}
+
+void NodeShard::GiveBackUnneededPages() {
+  const MemoryPlan& plan = config_.memory_plan;
+  const uint32_t retired = pool_.retired_pages();
+  const uint32_t need =
+      RetiredPagesFor(plan, KeyTableBytes(arc_->capacity()));
+  if (retired <= need) return;
+  // No more than what is mapped now leaves room for: everything the node
+  // mapped but its page block and the released tables, plus the pages in
+  // service. This also waits for the old ARC state of a growth that a Set
+  // finished: GrowStep says "done" before that Set's thread has unmapped
+  // it (ConcurrentARC's GrowthTail), and the next passes give the rest.
+  const uint64_t held = numatic_->MappedBytes(config_.node) - page_bytes() -
+                        key_table_released_bytes() + page_bytes_in_service();
+  if (held >= plan.node_budget_bytes) return;
+  const uint64_t room = (plan.node_budget_bytes - held) / config_.page_size;
+  UnretirePages(static_cast<uint32_t>(
+      std::min<uint64_t>(retired - need, room)));
 }
 
 }  // namespace furrball_internal

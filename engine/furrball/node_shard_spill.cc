@@ -200,7 +200,7 @@ Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
                         .generation = r.generation & kGenerationMask};
     if (!config_.eviction_enabled &&
         resident_keys_.fetch_add(1, std::memory_order_relaxed) >=
-            int64_t{config_.max_keys}) {
+            static_cast<int64_t>(arc_->capacity())) {
       resident_keys_.fetch_sub(1, std::memory_order_relaxed);
       pool_.EndWrite(r.page);
       return Error::kNoMemory;

@@ -386,6 +386,103 @@ TEST_F(NodeShardTest, WriterWithNoRoomWaitsForAnUnpublishInFlight) {
   EXPECT_EQ(v, ValueFor(1000, 2 * kValue));
 }
 
+// Every key the shard holds reads back as its own value.
+#define EXPECT_EVERY_HIT_IS_ITS_OWN_VALUE(n, size)          \
+  do {                                                       \
+    std::string v_;                                          \
+    for (int i_ = 0; i_ < (n); ++i_) {                       \
+      if (Get(i_, &v_).found) {                              \
+        ASSERT_EQ(v_, ValueFor(i_, (size))) << "key " << i_; \
+      }                                                      \
+    }                                                        \
+  } while (0)
+
+// Pages taken out of service to pay for a larger key table: with free
+// pages at hand they go at once (the highest first) and stay out of every
+// later reservation; given back, they are used again.
+TEST_F(NodeShardTest, RetiredPagesLeaveServiceAndComeBack) {
+  Open(/*pages=*/16);
+  const size_t kValue = 3000;
+  ASSERT_EQ(shard_->RetirePages(4), 4u);
+  NodeStatsSnapshot s = shard_->Snapshot();
+  EXPECT_EQ(s.pages_retired, 4u);
+  EXPECT_EQ(s.memory_limit_bytes, 12u * kPageSize);
+  EXPECT_EQ(shard_->pool().TierOf(14), PageTier::kRetired)
+      << "the highest free page (15 is staging)";
+  // Far more than the 12 pages in service hold, with maintenance.
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_EQ(Set(i, ValueFor(i, kValue)).error, Error::kOk) << i;
+    if (i % 50 == 0) shard_->Maintain();
+  }
+  s = shard_->Snapshot();
+  EXPECT_EQ(s.pages_retired, 4u) << "nothing reserved on a retired page";
+  EXPECT_GT(s.evictions_capacity, 0u);
+  EXPECT_LE(s.live_bytes + s.dead_bytes, s.memory_limit_bytes);
+  EXPECT_EQ(shard_->CheckPageAccountingForTesting(), "");
+  EXPECT_EVERY_HIT_IS_ITS_OWN_VALUE(600, kValue);
+
+  ASSERT_EQ(shard_->UnretirePages(4), 4u);
+  s = shard_->Snapshot();
+  EXPECT_EQ(s.pages_retired, 0u);
+  EXPECT_EQ(s.memory_limit_bytes, 16u * kPageSize);
+  const uint64_t live_before = s.live_keys;
+  for (int i = 600; i < 640; ++i) {
+    ASSERT_EQ(Set(i, ValueFor(i, kValue)).error, Error::kOk) << i;
+  }
+  EXPECT_GT(shard_->Snapshot().live_keys, live_before)
+      << "the pages given back hold values again";
+  EXPECT_EQ(shard_->CheckPageAccountingForTesting(), "");
+}
+
+// A full node makes the pages it retires free first, with what the
+// reclaimer has: drain a sparse page, else evict one whole. Keys that stay
+// read back intact and the accounting holds.
+TEST_F(NodeShardTest, RetiringFromAFullNodeFreesPagesFirst) {
+  Open(/*pages=*/16);
+  const size_t kValue = 3000;
+  int n = 0;
+  while (shard_->pool().free_pages() > kRelocationReserve ||
+         shard_->Snapshot().staging_sets == 0) {
+    ASSERT_EQ(Set(n, ValueFor(n, kValue)).error, Error::kOk);
+    ++n;
+    ASSERT_LT(n, 10000);
+  }
+  // Some dead bytes for a drain, and full pages that only eviction frees.
+  for (int i = 0; i < n / 4; i += 2) Delete(i);
+  ASSERT_EQ(shard_->RetirePages(5), 5u);
+  const NodeStatsSnapshot s = shard_->Snapshot();
+  EXPECT_EQ(s.pages_retired, 5u);
+  EXPECT_GT(s.pages_drained + s.page_evictions, 0u);
+  EXPECT_LE(s.live_bytes + s.dead_bytes, s.memory_limit_bytes);
+  EXPECT_EQ(shard_->CheckPageAccountingForTesting(), "");
+  EXPECT_EVERY_HIT_IS_ITS_OWN_VALUE(n, kValue);
+  // The node goes on with fewer pages.
+  for (int i = n; i < n + 300; ++i) {
+    ASSERT_EQ(Set(i, ValueFor(i, kValue)).error, Error::kOk) << i;
+  }
+  EXPECT_EQ(shard_->Snapshot().pages_retired, 5u);
+  EXPECT_EQ(shard_->CheckPageAccountingForTesting(), "");
+}
+
+// Without eviction a full node retires only what it can free without
+// losing a key: nothing, here, and every key stays.
+TEST_F(NodeShardTest, RetiringWithoutEvictionNeverDropsAKey) {
+  Open(/*pages=*/16, /*eviction=*/false);
+  const size_t kValue = 3000;
+  int n = 0;
+  while (Set(n, ValueFor(n, kValue)).error == Error::kOk) {
+    ++n;
+    ASSERT_LT(n, 10000);
+  }
+  EXPECT_EQ(shard_->RetirePages(3), 0u);
+  std::string v;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(Get(i, &v).found) << i;
+    ASSERT_EQ(v, ValueFor(i, kValue));
+  }
+  EXPECT_EQ(shard_->Snapshot().pages_retired, 0u);
+}
+
 TEST_F(NodeShardTest, ExpiredKeysAreReclaimedInTheBackground) {
   Open(/*pages=*/16);
   WriteOptions ttl;

@@ -65,6 +65,11 @@ void NodeShard::OnEvict(const HashPair& h, const KeyMeta& m) {
   // node_shard.h); the evicting thread copies and indexes it once ARC's
   // lock is released (DrainVictims). Its entry stays published until then,
   // so its page, and the bytes, cannot be recycled meanwhile.
+  // The key table's growth rule looks for these, wherever the victim goes
+  // (a relaxed add to this thread's statistics shard: no blocking).
+  if (tls_eviction_reason == Counter::kEvictionsKeys) {
+    stats_.Add(Counter::kKeyTableFull);
+  }
   if (spill_index_ != nullptr) {
     // Only evictors claim slots, and they all hold ARC's lock: no two claim
     // at once. The acquire load pairs with the release store that freed the

@@ -62,6 +62,9 @@ enum class Counter : uint8_t {
   kColdMigrationsCooperative,  // ... of which by a Set
   kColdPagesSpilled,  // sealed COLD pages spilled (or evicted) whole
   kColdFallbacks,     // refills that fell back to ForceEvictOne
+  kKeyTableGrowths,   // key table growths completed
+  kKeyTableFull,      // ARC evictions that made room for an insert, the
+                      // victim dropped (kEvictionsKeys) or spilled
   kCount,
 };
 

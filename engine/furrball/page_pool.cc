@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <functional>
 
 namespace furrballs {
 namespace furrball_internal {
@@ -127,12 +128,65 @@ void PagePool::PushFree(uint32_t page) {
                     std::memory_order_release);
 }
 
+uint32_t PagePool::RetireFreePages(uint32_t n, uint32_t keep) {
+  uint32_t taken = 0;
+  {
+    SpinLockHolder l(free_lock_);
+    if (free_.size() <= keep) return 0;
+    taken = std::min<uint32_t>(n, static_cast<uint32_t>(free_.size()) - keep);
+    if (taken == 0) return 0;
+    // Highest numbers at the bottom of the stack and the lowest on top, as
+    // the constructor leaves it: the `taken` highest are then the bottom
+    // ones, and Sets keep taking pages in address order. Retiring is rare
+    // (a key table growth), so sorting a few thousand numbers is cheap.
+    std::sort(free_.begin(), free_.end(), std::greater<uint32_t>());
+    for (uint32_t i = 0; i < taken; ++i) {
+      pages_[free_[i]].state.store(
+          PageState::Make(PageTier::kRetired, false, 0),
+          std::memory_order_relaxed);
+    }
+    free_.erase(free_.begin(), free_.begin() + taken);
+    free_count_.store(static_cast<uint32_t>(free_.size()),
+                      std::memory_order_release);
+  }
+  retired_count_.fetch_add(taken, std::memory_order_relaxed);
+  // The memory goes back with no SpinLock held (madvise is a system call).
+  // Pages retired earlier are released again, which costs a page-table
+  // walk and keeps the pool from having to remember which are new. A page
+  // the kernel would not release stays out of service all the same.
+  for (uint32_t i = 0; i < page_count_; ++i) {
+    if (PageState::Tier(pages_[i].state.load(std::memory_order_relaxed)) ==
+        PageTier::kRetired) {
+      RawAllocator::ReleaseMappedPages(nullptr, pages_[i].data, page_size_);
+    }
+  }
+  return taken;
+}
+
+uint32_t PagePool::UnretirePages(uint32_t n) {
+  uint32_t back = 0;
+  for (uint32_t i = 0; i < page_count_ && back < n; ++i) {
+    if (PageState::Tier(pages_[i].state.load(std::memory_order_relaxed)) !=
+        PageTier::kRetired) {
+      continue;
+    }
+    // Release, as Recycle's: the next writer's acquire bump comes after.
+    pages_[i].state.store(PageState::Make(PageTier::kEmpty, false, 0),
+                          std::memory_order_release);
+    PushFree(i);
+    ++back;
+  }
+  retired_count_.fetch_sub(back, std::memory_order_relaxed);
+  return back;
+}
+
 bool PagePool::TryFreeze(uint32_t page, uint64_t* state_before) {
   Page& p = pages_[page];
   uint64_t w = p.state.load(std::memory_order_acquire);
   const PageTier tier = PageState::Tier(w);
   if (PageState::IsOpen(w) || PageState::Pending(w) != 0 ||
-      tier == PageTier::kEmpty || tier == PageTier::kFreeze) {
+      tier == PageTier::kEmpty || tier == PageTier::kFreeze ||
+      tier == PageTier::kRetired) {
     return false;
   }
   const uint64_t frozen =
@@ -280,7 +334,8 @@ uint32_t PagePool::SparsestSealedPage(uint64_t* live_bytes) const {
     const uint64_t w = pages_[i].state.load(std::memory_order_relaxed);
     const PageTier tier = PageState::Tier(w);
     if (PageState::IsOpen(w) || PageState::Pending(w) != 0 ||
-        tier == PageTier::kEmpty || tier == PageTier::kFreeze) {
+        tier == PageTier::kEmpty || tier == PageTier::kFreeze ||
+        tier == PageTier::kRetired) {
       continue;
     }
     const uint64_t live =
@@ -329,6 +384,7 @@ PoolCensus PagePool::Census() const {
         ++c.pages_staging;
         c.staging_used_bytes += PageState::Used(w);
         break;
+      case PageTier::kRetired: ++c.pages_retired; break;
     }
     c.used_bytes += PageState::Used(w);
     c.live_bytes += live & 0xffffffffull;

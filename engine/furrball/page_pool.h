@@ -52,6 +52,20 @@
 //                        before the recycle). generation += 1, state stored
 //                        EMPTY (release), page pushed on the free list.
 //   FREEZE -> previous   Thaw(): the page still had live entries.
+//   EMPTY  -> RETIRED    RetireFreePages(): the reclaimer takes a free page
+//                        off the free list (under free_lock_, so no writer
+//                        can pop it meanwhile), stores RETIRED (relaxed:
+//                        nobody acts on a page that is in no list and not
+//                        open) and releases its memory (RawAllocator::
+//                        ReleaseMappedPages, madvise(MADV_DONTNEED)): the
+//                        RSS falls, the bytes read zero, the mapping and
+//                        its NUMA policy stay.
+//                        A RETIRED page is out of service: never reserved,
+//                        frozen, walked or counted as free; its memory pays
+//                        for something else the budget holds (a larger key
+//                        table while it grows, NodeShard::RetirePages).
+//   RETIRED -> EMPTY     UnretirePages(): the reclaimer stores EMPTY
+//                        (release) and pushes it on the free list.
 //
 // Publish (fetch_add live, relaxed) is done by a writer that holds a
 // reservation on the page (pending > 0), before its EndWrite; Unpublish
@@ -117,12 +131,14 @@ namespace furrballs {
 namespace furrball_internal {
 
 // Values follow the report (§2.4.1, §2.10.2: Staging = 5); 4 is unused.
+// kRetired is ours (not the report's): a page out of service, see above.
 enum class PageTier : uint8_t {
   kHot = 0,
   kCold = 1,
   kEmpty = 2,
   kFreeze = 3,
   kStaging = 5,
+  kRetired = 6,
 };
 
 inline constexpr uint32_t kNoPage = UINT32_MAX;
@@ -192,6 +208,7 @@ struct PoolCensus {
   uint64_t pages_empty = 0;
   uint64_t pages_freeze = 0;
   uint64_t pages_staging = 0;
+  uint64_t pages_retired = 0;
   uint64_t used_bytes = 0;  // reserved bytes on non-empty pages
   uint64_t live_bytes = 0;  // capacities of live entries
   uint64_t live_entries = 0;
@@ -262,6 +279,21 @@ class PagePool {
   uint32_t free_pages() const {
     return free_count_.load(std::memory_order_acquire);
   }
+  // Pages out of service (RETIRED), and the rest.
+  uint32_t retired_pages() const {
+    return retired_count_.load(std::memory_order_relaxed);
+  }
+  uint32_t pages_in_service() const { return page_count_ - retired_pages(); }
+
+  // Takes up to `n` free pages out of service, the highest-numbered first
+  // (so retired pages gather at the top of the block), leaving at least
+  // `keep` pages free, and releases their memory (see RETIRED above).
+  // Returns how many it retired. REQUIRES: the pool's memory is a private
+  // anonymous mapping (Numatic's), whose pages madvise can give back.
+  uint32_t RetireFreePages(uint32_t n, uint32_t keep);
+  // Puts up to `n` retired pages back in service, free, the lowest-numbered
+  // first. Returns how many.
+  uint32_t UnretirePages(uint32_t n);
 
   // Recycles every page that is sealed, has no writer and no live entry.
   // Returns how many pages went to the free list.
@@ -376,6 +408,9 @@ class PagePool {
   SpinLock free_lock_;
   std::pmr::vector<uint32_t> free_ ABSL_GUARDED_BY(free_lock_);
   std::atomic<uint32_t> free_count_{0};
+  // RETIRED pages; written only by the reclaimer, read by anyone (relaxed:
+  // statistics and the reclaimer's own decisions).
+  std::atomic<uint32_t> retired_count_{0};
 
   const bool cold_pages_;
   // Tier of relocation destinations: COLD, or HOT in cold-page mode.

@@ -1,6 +1,10 @@
 #include "engine/furrball/page_pool.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <memory_resource>
 #include <set>
@@ -305,6 +309,92 @@ TEST(PagePoolTest, SparsestSealedPageIgnoresOpenPages) {
 
 // Many threads bump the same pages; every reservation must be disjoint and
 // every entry must read back intact after all writers finished.
+// Resident 4 KiB pages of pool page `page`, from mincore(2).
+size_t ResidentBytes(const Block& block, uint32_t page) {
+  constexpr size_t kOsPage = 4096;
+  std::vector<unsigned char> resident(kPageSize / kOsPage);
+  if (mincore(block.data + size_t{page} * kPageSize, kPageSize,
+              resident.data()) != 0) {
+    return SIZE_MAX;
+  }
+  return kOsPage * static_cast<size_t>(std::count_if(
+                       resident.begin(), resident.end(),
+                       [](unsigned char r) { return (r & 1) != 0; }));
+}
+
+// Retired pages are out of service: the highest-numbered free pages go,
+// their memory leaves the RSS, nothing reserves on, freezes or recycles
+// them, the relocation reserve is kept, and UnretirePages gives them back
+// (the lowest first).
+TEST(PagePoolTest, RetiredPagesAreOutOfServiceUntilUnretired) {
+  Block block(8);
+  PagePool pool(block.data, 8, kPageSize, std::pmr::new_delete_resource());
+  // Free pages 1..6 hold bytes of an earlier life, as recycled pages do.
+  std::memset(block.data + kPageSize, 0x5a, 6 * size_t{kPageSize});
+  ASSERT_EQ(ResidentBytes(block, 6), kPageSize);
+
+  ASSERT_EQ(pool.RetireFreePages(2, kRelocationReserve), 2u);
+  EXPECT_EQ(pool.retired_pages(), 2u);
+  EXPECT_EQ(pool.pages_in_service(), 6u);
+  EXPECT_EQ(pool.free_pages(), 4u);
+  EXPECT_EQ(pool.TierOf(5), PageTier::kRetired);
+  EXPECT_EQ(pool.TierOf(6), PageTier::kRetired);
+  EXPECT_EQ(ResidentBytes(block, 5), 0u);
+  EXPECT_EQ(ResidentBytes(block, 6), 0u);
+  EXPECT_EQ(ResidentBytes(block, 4), kPageSize) << "only retired pages go";
+  EXPECT_EQ(block.data[5 * size_t{kPageSize}], 0);
+  PoolCensus census = pool.Census();
+  EXPECT_EQ(census.pages_retired, 2u);
+  EXPECT_EQ(census.pages_empty, 4u);
+  uint64_t before;
+  EXPECT_FALSE(pool.TryFreeze(5, &before));
+
+  // Sets fill every page in service but the relocation reserve, and never
+  // a retired one.
+  std::set<uint32_t> used;
+  Reservation r;
+  ReserveSource src;
+  uint64_t waste;
+  while (pool.ReserveOnCurrent(kPageSize, &r, &src, &waste)) {
+    used.insert(r.page);
+    pool.EndWrite(r.page);
+  }
+  EXPECT_EQ(used, (std::set<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(pool.free_pages(), kRelocationReserve);
+  EXPECT_EQ(pool.RetireFreePages(1, kRelocationReserve), 0u)
+      << "the relocation reserve is kept";
+  uint64_t live;
+  EXPECT_NE(pool.SparsestSealedPage(&live), 5u);
+  // Sealed dead pages 0..2 recycle; the retired ones stay retired.
+  EXPECT_EQ(pool.RecycleDeadPages(), 3u);
+  EXPECT_EQ(pool.TierOf(5), PageTier::kRetired);
+  EXPECT_EQ(pool.Census().pages_retired, 2u);
+
+  // Free now: 0, 1, 2 and the reserve 4. The highest go first.
+  ASSERT_EQ(pool.RetireFreePages(2, kRelocationReserve), 2u);
+  EXPECT_EQ(pool.TierOf(4), PageTier::kRetired);
+  EXPECT_EQ(pool.TierOf(2), PageTier::kRetired);
+  EXPECT_EQ(pool.retired_pages(), 4u);
+
+  ASSERT_EQ(pool.UnretirePages(1), 1u);
+  EXPECT_EQ(pool.TierOf(2), PageTier::kEmpty) << "the lowest comes back first";
+  EXPECT_EQ(pool.free_pages(), 3u);
+  EXPECT_EQ(pool.UnretirePages(10), 3u);
+  EXPECT_EQ(pool.retired_pages(), 0u);
+  EXPECT_EQ(pool.free_pages(), 6u);
+  census = pool.Census();
+  EXPECT_EQ(census.pages_retired, 0u);
+  EXPECT_EQ(census.pages_empty, 6u);
+  // A page given back is reserved on again, and its memory is usable.
+  used.clear();
+  while (pool.ReserveOnCurrent(kPageSize, &r, &src, &waste)) {
+    WriteEntry(pool.EntryAt(r.page, r.offset), H(r.page), "", r.capacity);
+    used.insert(r.page);
+    pool.EndWrite(r.page);
+  }
+  EXPECT_TRUE(used.count(5) == 1 && used.count(6) == 1);
+}
+
 TEST(PagePoolTest, ConcurrentReservationsNeverOverlap) {
   constexpr uint32_t kPages = 64;
   Block block(kPages);

@@ -38,13 +38,21 @@ struct NodeStatsSnapshot {
   uint64_t live_bytes = 0;      // payload bytes of live entries (key,
                                 // its 2-byte size, value: entry.h)
   uint64_t dead_bytes = 0;      // bytes of overwritten/evicted entries not yet reclaimed
-  uint64_t memory_limit_bytes = 0;
+  uint64_t memory_limit_bytes = 0;  // bytes of the value pages in service
   uint64_t pages_hot = 0;
   uint64_t pages_cold = 0;
   uint64_t pages_empty = 0;
   uint64_t pages_freeze = 0;
   uint64_t pages_staging = 0;
   uint64_t staging_used_bytes = 0;
+  // Value pages out of service, their memory given back: they pay for a key
+  // table larger than the one the node started with (docs/engine.md,
+  // "Memory bound").
+  uint64_t pages_retired = 0;
+  // Keys the node's key table (ARC's c) holds at most now, and how many
+  // times it grew.
+  uint64_t key_table_capacity = 0;
+  uint64_t key_table_growths = 0;
   // Cumulative bytes lost to 8-byte entry alignment and to page tails left
   // unused when a page was sealed (the report's DataWastedByPadding).
   uint64_t padding_bytes = 0;

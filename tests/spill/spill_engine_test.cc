@@ -166,6 +166,46 @@ TEST_P(SpillEngineTest, WorkingSetLargerThanMemoryComesBackFromDisk) {
   EXPECT_GT(found, 2100) << "the spill tier must hold more than memory";
 }
 
+// Small values fill the key table (planned for 1 KiB entries) while the
+// pages have room: the tables grow, paid with pages retired (spilled to
+// make room if none is free), and the keys ARC evicts by count on the way
+// go to disk with the rest: every key read back is its own latest value,
+// and nearly all come back.
+TEST_P(SpillEngineTest, KeyTablesGrowWithTheSpillTierOn) {
+  auto ball = Open(Options());
+  ASSERT_NE(ball, nullptr);
+  const uint32_t start = ball->memory_plan().max_keys;
+  auto small = [](int i) { return Value(i, 1).substr(0, 64); };
+  const int keys = static_cast<int>(8 * start);
+  for (int i = 0; i < keys; ++i) {
+    ASSERT_EQ(ball->Set(Key(i), small(i)).error, Error::kOk);
+    if (i % 64 == 63) WaitForFreePages(*ball);
+  }
+  uint64_t growths = 0, retired = 0;
+  spill_testing::WaitFor("the key tables never grew", [&] {
+    growths = retired = 0;
+    for (const NodeStatsSnapshot& s : ball->Stats()) {
+      growths += s.key_table_growths;
+      retired += s.pages_retired;
+    }
+    return growths > 0;
+  });
+  EXPECT_GT(retired, 0u);
+  int found = 0;
+  std::string v;
+  for (int i = 0; i < keys; ++i) {
+    if (!ball->Get(Key(i), &v).found) continue;
+    ASSERT_EQ(v, small(i)) << i;
+    ++found;
+  }
+  std::printf("start %u keys a node; %d keys written, %d found, %llu growths, "
+              "%llu pages retired, %llu keys spilled\n",
+              start, keys, found, (unsigned long long)growths,
+              (unsigned long long)retired,
+              (unsigned long long)Total(*ball).spill_keys_written);
+  EXPECT_GT(found, keys * 9 / 10);
+}
+
 // With key-only reloads (the default) a ghost hit brings back just the key
 // asked for; the rest of its page stays on disk and is still served, one key
 // at a time. With whole-page reloads (the report's speculative reload) it
