@@ -224,7 +224,9 @@ TEST_P(FurrBallModelTest, EveryHitIsTheLatestAcknowledgedWrite) {
     evictions += s.evictions_capacity + s.evictions_keys;
     sets += s.sets;
   }
-  EXPECT_GT(hits, kOps / 40u) << "the test must exercise hits";
+  // Not vacuous: a few hundred hits (305-316 of 12,000 ops under ASAN, more
+  // without sanitizers); kOps / 40 sat at that edge and failed now and then.
+  EXPECT_GT(hits, kOps / 60u) << "the test must exercise hits";
   EXPECT_GT(evictions, 0u) << "the test must exercise eviction";
   EXPECT_GT(evicted_seen, 0u);
   std::printf("nodes=%d routing=%d: %" PRIu64 " hits, %" PRIu64
