@@ -651,7 +651,7 @@ class ConcurrentARC {
   void DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
     policy_.lists().WithGrowthMode(
         [this](auto mode) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          DrainLocked(mode);
+          this->DrainLocked(mode);
         });
   }
   template <typename Mode>
