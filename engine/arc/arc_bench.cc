@@ -60,8 +60,8 @@ class StdUnorderedMapIndex {
   static uint32_t HighOf(uint64_t fingerprint) {
     return ArcIndex::HighOf(fingerprint);
   }
-  template <typename Matches>
-  uint32_t Find(uint64_t fingerprint, const Matches& matches) const {
+  template <typename Matches, typename Mode>
+  uint32_t Find(uint64_t fingerprint, const Matches& matches, Mode) const {
     const auto [begin, end] = map_.equal_range(fingerprint);
     uint32_t found = kArcNil;
     for (auto it = begin; it != end; ++it) {
@@ -75,8 +75,8 @@ class StdUnorderedMapIndex {
     map_.emplace(fingerprint, slot);
     fingerprint_of_[slot] = fingerprint;
   }
-  template <typename HighOfSlot>
-  void Erase(uint32_t, uint32_t slot, const HighOfSlot&) {
+  template <typename HighOfSlot, typename Mode>
+  void Erase(uint32_t, uint32_t slot, const HighOfSlot&, Mode) {
     const auto [begin, end] = map_.equal_range(fingerprint_of_[slot]);
     for (auto it = begin; it != end; ++it) {
       if (it->second == slot) {

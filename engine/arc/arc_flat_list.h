@@ -72,8 +72,13 @@
 //
 // While a growth runs, slot s lives in the old arena iff it is in the range
 // not yet copied, [copied, copied + pending), which one unsigned compare
-// tells; outside growth that range is empty and the compare a predicted
-// branch. The lists never notice a growth. Measured against the other
+// tells. Outside growth that test is not even made: every operation that
+// touches slots or records takes a mode, ArcMayGrow (the test on every
+// access; the default) or ArcNotGrowing (no test; REQUIRES !growing()), and
+// the entry points above (ArcPolicy::Access, ConcurrentARC's Set and drain)
+// choose it once per ARC operation with WithGrowthMode. The ~10 tests an
+// operation would make cost BM_ArcFlat 8-18% (docs/arc.md). The algorithms
+// are written once; the mode only picks At/Record's access path. Measured against the other
 // design the brief suggested, blocks behind a directory (no copy at all):
 // the directory's dependent load cost BM_ArcFlat 14-19% on every operation
 // forever after, the copy costs nothing once the growth ends
@@ -102,6 +107,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <absl/base/attributes.h>
 #include <absl/base/optimization.h>
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
@@ -225,15 +231,23 @@ class ArcFlatLists {
   // The slot tracking `key`, or kArcNil: the resident slot holding exactly
   // `key`, else a ghost slot with its fingerprint (see "A false ghost hit";
   // a resident wins, so a key is never taken for a ghost while resident).
-  uint32_t Find(const HashPair& key) const {
-    return index_.Find(FingerprintOf(key), [this, &key](uint32_t s) {
-      const Slot& slot = At(s);
-      if (IsResident(slot.list())) {
-        return Record(slot.word) == key ? ArcMatch::kKey : ArcMatch::kNo;
-      }
-      return slot.word == Index::HighOf(key.h2) ? ArcMatch::kFingerprint
-                                                : ArcMatch::kNo;
-    });
+  //
+  // This and every operation below that takes a `Mode` (ArcMayGrow by
+  // default) run with ArcNotGrowing only when !growing().
+  template <typename Mode = ArcMayGrow>
+  uint32_t Find(const HashPair& key, Mode mode = {}) const {
+    return index_.Find(
+        FingerprintOf(key),
+        [this, &key, mode](uint32_t s) {
+          const Slot& slot = At(s, mode);
+          if (IsResident(slot.list())) {
+            return Record(slot.word, mode) == key ? ArcMatch::kKey
+                                                  : ArcMatch::kNo;
+          }
+          return slot.word == Index::HighOf(key.h2) ? ArcMatch::kFingerprint
+                                                    : ArcMatch::kNo;
+        },
+        mode);
   }
   // The list `key` is on (kNone if untracked).
   ArcList Where(const HashPair& key) const {
@@ -241,10 +255,24 @@ class ArcFlatLists {
     return s == kArcNil ? ArcList::kNone : At(s).list();
   }
 
+  // Calls fn(ArcNotGrowing{}) outside growth, else fn(ArcMayGrow{}): the
+  // one test for a whole operation whose body fn runs in that mode.
+  template <typename Fn>
+  decltype(auto) WithGrowthMode(Fn&& fn) const {
+    if (growing()) return fn(ArcMayGrow{});
+    return fn(ArcNotGrowing{});
+  }
+
   // The key of a resident slot. REQUIRES: IsResident(list_of(slot)); a
   // ghost keeps only its fingerprint.
-  const HashPair& key(uint32_t slot) const { return Record(At(slot).word); }
-  ArcList list_of(uint32_t slot) const { return At(slot).list(); }
+  template <typename Mode = ArcMayGrow>
+  const HashPair& key(uint32_t slot, Mode mode = {}) const {
+    return Record(At(slot, mode).word, mode);
+  }
+  template <typename Mode = ArcMayGrow>
+  ArcList list_of(uint32_t slot, Mode mode = {}) const {
+    return At(slot, mode).list();
+  }
   // Toward the LRU end; kArcNil after the tail.
   uint32_t next(uint32_t slot) const { return At(slot).next; }
   // Toward the MRU end; kArcNil before the head.
@@ -273,18 +301,20 @@ class ArcFlatLists {
   // fingerprint). Returns its slot, or kArcNil if the arena is exhausted or
   // `l` is resident and c keys already are (ARC's bounds make either a
   // caller bug). REQUIRES: `key` is untracked; l != kNone.
-  uint32_t PushFront(ArcList l, const HashPair& key) {
+  template <typename Mode = ArcMayGrow>
+  uint32_t PushFront(ArcList l, const HashPair& key, Mode mode = {}) {
     if (IsResident(l) && resident() == capacity_) return kArcNil;
     uint32_t s = free_head_;
     if (s != kArcNil) {
-      free_head_ = At(s).next;
+      free_head_ = At(s, mode).next;
     } else if (high_water_ < slot_count()) {
       s = high_water_++;
     } else {
       return kArcNil;
     }
-    At(s).word = IsResident(l) ? TakeRecord(key) : Index::HighOf(key.h2);
-    Link(s, l);
+    At(s, mode).word =
+        IsResident(l) ? TakeRecord(key, mode) : Index::HighOf(key.h2);
+    Link(s, l, mode);
     index_.Insert(FingerprintOf(key), s);
     return s;
   }
@@ -292,33 +322,37 @@ class ArcFlatLists {
   // Moves a tracked slot to the MRU end of `l` (the same list or another).
   // A resident that becomes a ghost gives its record back.
   // REQUIRES: not a ghost becoming resident (that is Revive).
-  void MoveToFront(uint32_t slot, ArcList l) {
-    Slot& s = At(slot);
+  template <typename Mode = ArcMayGrow>
+  void MoveToFront(uint32_t slot, ArcList l, Mode mode = {}) {
+    Slot& s = At(slot, mode);
     if (IsResident(s.list()) && IsGhost(l)) {
       const uint32_t record = s.word;
-      s.word = Index::HighOf(Record(record).h2);
-      GiveBackRecord(record);
+      s.word = Index::HighOf(Record(record, mode).h2);
+      GiveBackRecord(record, mode);
     }
-    Unlink(slot);
-    Link(slot, l);
+    Unlink(slot, mode);
+    Link(slot, l, mode);
   }
 
   // Moves a ghost slot to the MRU end of resident list `l`, as `key`: the
   // key whose fingerprint found the ghost (Find(key) == slot).
   // REQUIRES: IsGhost(list_of(slot)), IsResident(l), fewer than c resident.
-  void Revive(uint32_t slot, ArcList l, const HashPair& key) {
-    At(slot).word = TakeRecord(key);
-    Unlink(slot);
-    Link(slot, l);
+  template <typename Mode = ArcMayGrow>
+  void Revive(uint32_t slot, ArcList l, const HashPair& key, Mode mode = {}) {
+    At(slot, mode).word = TakeRecord(key, mode);
+    Unlink(slot, mode);
+    Link(slot, l, mode);
   }
 
   // Forgets a tracked slot: unlinks it, unindexes its key, frees it.
-  void Remove(uint32_t slot) {
-    Unlink(slot);
-    index_.Erase(HighOfSlot(slot), slot,
-                 [this](uint32_t s) { return HighOfSlot(s); });
-    Slot& s = At(slot);
-    if (IsResident(s.list())) GiveBackRecord(s.word);
+  template <typename Mode = ArcMayGrow>
+  void Remove(uint32_t slot, Mode mode = {}) {
+    Unlink(slot, mode);
+    index_.Erase(
+        HighOfSlot(slot, mode), slot,
+        [this, mode](uint32_t s) { return HighOfSlot(s, mode); }, mode);
+    Slot& s = At(slot, mode);
+    if (IsResident(s.list())) GiveBackRecord(s.word, mode);
     s.Set(ArcList::kNone, kArcNil);
     s.next = free_head_;
     free_head_ = slot;
@@ -472,21 +506,23 @@ class ArcFlatLists {
   }
 
   // Slot s, in the old arena while it is in the range not yet copied
-  // ([arena_copied_, arena_copied_ + arena_pending_)). The null test comes
-  // first for the compiler's sake: a slot is uint32_t words, so a store to
-  // one may alias the uint32_t counters, which it must then reload after
-  // every store; a store through uint32_t never aliases a pointer, so the
-  // test outside growth stays in a register (measured: testing the
-  // counters alone cost BM_ArcFlat 6-15%).
-  Slot& At(uint32_t s) const {
-    if (ABSL_PREDICT_FALSE(old_arena_ != nullptr) &&
+  // ([arena_copied_, arena_copied_ + arena_pending_)); ArcNotGrowing skips
+  // the test. The null test comes first for the compiler's sake: a slot is
+  // uint32_t words, so a store to one may alias the uint32_t counters,
+  // which it must then reload after every store; a store through uint32_t
+  // never aliases a pointer, so the test outside growth stays in a register
+  // (measured: testing the counters alone cost BM_ArcFlat 6-15%).
+  template <typename Mode = ArcMayGrow>
+  Slot& At(uint32_t s, Mode = {}) const {
+    if (Mode::value && ABSL_PREDICT_FALSE(old_arena_ != nullptr) &&
         s - arena_copied_ < arena_pending_) {
       return old_arena_[s];
     }
     return arena_[s];
   }
-  HashPair& Record(uint32_t r) const {
-    if (ABSL_PREDICT_FALSE(old_keys_ != nullptr) &&
+  template <typename Mode = ArcMayGrow>
+  HashPair& Record(uint32_t r, Mode = {}) const {
+    if (Mode::value && ABSL_PREDICT_FALSE(old_keys_ != nullptr) &&
         r - keys_copied_ < keys_pending_) {
       return old_keys_[r];
     }
@@ -506,36 +542,40 @@ class ArcFlatLists {
   }
 
   // The high half of a tracked slot's fingerprint (the index's home).
-  uint32_t HighOfSlot(uint32_t s) const {
-    const Slot& slot = At(s);
-    return IsResident(slot.list()) ? Index::HighOf(Record(slot.word).h2)
+  template <typename Mode = ArcMayGrow>
+  uint32_t HighOfSlot(uint32_t s, Mode mode = {}) const {
+    const Slot& slot = At(s, mode);
+    return IsResident(slot.list()) ? Index::HighOf(Record(slot.word, mode).h2)
                                    : slot.word;
   }
 
   // A free record holding `key`. REQUIRES: fewer than c keys resident (so a
   // record is free).
-  uint32_t TakeRecord(const HashPair& key) {
+  template <typename Mode>
+  uint32_t TakeRecord(const HashPair& key, Mode mode) {
     uint32_t r = free_record_;
     if (r != kArcNil) {
-      free_record_ = static_cast<uint32_t>(Record(r).h1);
+      free_record_ = static_cast<uint32_t>(Record(r, mode).h1);
     } else {
       r = record_high_water_++;
     }
-    Record(r) = key;
+    Record(r, mode) = key;
     return r;
   }
-  void GiveBackRecord(uint32_t r) {
-    Record(r).h1 = free_record_;
+  template <typename Mode>
+  void GiveBackRecord(uint32_t r, Mode mode) {
+    Record(r, mode).h1 = free_record_;
     free_record_ = r;
   }
 
-  void Link(uint32_t s, ArcList l) {
+  template <typename Mode>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Link(uint32_t s, ArcList l, Mode mode) {
     ListHead& h = head(l);
-    Slot& slot = At(s);
+    Slot& slot = At(s, mode);
     slot.Set(l, kArcNil);
     slot.next = h.first;
     if (h.first != kArcNil) {
-      At(h.first).SetPrev(s);
+      At(h.first, mode).SetPrev(s);
     } else {
       h.last = s;
     }
@@ -543,17 +583,18 @@ class ArcFlatLists {
     ++h.size;
   }
 
-  void Unlink(uint32_t s) {
-    Slot& slot = At(s);
+  template <typename Mode>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Unlink(uint32_t s, Mode mode) {
+    Slot& slot = At(s, mode);
     ListHead& h = head(slot.list());
     const uint32_t prev = slot.prev();
     if (prev != kArcNil) {
-      At(prev).next = slot.next;
+      At(prev, mode).next = slot.next;
     } else {
       h.first = slot.next;
     }
     if (slot.next != kArcNil) {
-      At(slot.next).SetPrev(prev);
+      At(slot.next, mode).SetPrev(prev);
     } else {
       h.last = prev;
     }

@@ -79,6 +79,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include <absl/status/status.h>
@@ -96,6 +97,14 @@ inline constexpr uint32_t kArcNil = UINT32_MAX;
 // the very key, only a key with the same fingerprint (a ghost, which keeps
 // nothing else), or another key.
 enum class ArcMatch : uint8_t { kNo, kFingerprint, kKey };
+
+// Whether an operation may run while a growth is under way (ArcMayGrow:
+// the index probes both tables, the flat lists test each slot and record
+// access for the old generation) or not (ArcNotGrowing, REQUIRES
+// !growing(): none of those tests). The flat lists' callers choose once per
+// ARC operation (ArcFlatLists::WithGrowthMode).
+using ArcMayGrow = std::true_type;
+using ArcNotGrowing = std::false_type;
 
 class ArcIndex {
  public:
@@ -167,11 +176,12 @@ class ArcIndex {
   // (the arena owns keys, the index only positions). A fingerprint match
   // keeps the walk going to the end of the cluster, so that a whole-key
   // match further on wins over it. While growing, both tables are probed.
-  template <typename Matches>
-  uint32_t Find(uint64_t fingerprint, const Matches& matches) const {
+  template <typename Matches, typename Mode = ArcMayGrow>
+  uint32_t Find(uint64_t fingerprint, const Matches& matches,
+                Mode = {}) const {
     uint32_t found = kArcNil;
     if (FindIn(table_, fingerprint, matches, &found)) return found;
-    if (growing() && FindIn(old_, fingerprint, matches, &found)) return found;
+    if (Mode::value && growing()) FindIn(old_, fingerprint, matches, &found);
     return found;
   }
 
@@ -185,9 +195,10 @@ class ArcIndex {
   // `high_of(s)` must return the high half for any other slot s present
   // (asked only for keys 7 or more buckets past their home).
   // REQUIRES: the entry is present.
-  template <typename HighOfSlot>
-  void Erase(uint32_t high, uint32_t slot, const HighOfSlot& high_of) {
-    if (growing()) {
+  template <typename HighOfSlot, typename Mode = ArcMayGrow>
+  void Erase(uint32_t high, uint32_t slot, const HighOfSlot& high_of,
+             Mode = {}) {
+    if (Mode::value && growing()) {
       const size_t at = FindBucket(old_, high, slot);
       if (at != kNoBucket) {
         EraseAt(old_, at, high_of);

@@ -127,30 +127,19 @@ class BasicArcPolicy {
 
   // One reference to `x`, start to finish.
   ArcAccessResult Access(const HashPair& x) {
-    ArcAccessResult r;
-    const uint32_t s = lists_.Find(x);
-    if (s != kArcNil && IsResident(lists_.list_of(s))) {
-      Hit(s);
-      r.hit = true;
-      return r;
-    }
-    const ArcMissPlan plan = PlanMiss(s);
-    if (plan.victim != kArcNil) {
-      r.evicted = true;
-      r.evicted_key = lists_.key(plan.victim);
-      r.evicted_to = plan.victim_to;
-    }
-    CommitEviction(plan);
-    Admit(plan, x);
-    return r;
+    return lists_.WithGrowthMode([&](auto mode) { return Access(x, mode); });
   }
+
+  // The operations below that take a `Mode` run as ArcFlatLists' do: with
+  // ArcNotGrowing only when !growing() (WithGrowthMode chooses).
 
   // Case I. Moves resident `slot` to MRU of T2; returns true if it came from
   // T1 (a promotion), false if it was already in T2.
   // REQUIRES: slot is resident.
-  bool Hit(uint32_t slot) {
-    const bool promoted = lists_.list_of(slot) == ArcList::kT1;
-    lists_.MoveToFront(slot, ArcList::kT2);
+  template <typename Mode = ArcMayGrow>
+  bool Hit(uint32_t slot, Mode mode = {}) {
+    const bool promoted = lists_.list_of(slot, mode) == ArcList::kT1;
+    lists_.MoveToFront(slot, ArcList::kT2, mode);
     return promoted;
   }
 
@@ -159,7 +148,8 @@ class BasicArcPolicy {
   // slot. The caller has looked x up already to learn that it is not
   // resident; a second index probe per miss would only repeat that.
   // REQUIRES: x is not in T1 ∪ T2.
-  ArcMissPlan PlanMiss(uint32_t x_slot) const {
+  template <typename Mode = ArcMayGrow>
+  ArcMissPlan PlanMiss(uint32_t x_slot, Mode mode = {}) const {
     const uint64_t c = capacity_;
     const uint64_t t1 = lists_.size(ArcList::kT1);
     const uint64_t t2 = lists_.size(ArcList::kT2);
@@ -171,7 +161,7 @@ class BasicArcPolicy {
     plan.new_p = p_;
     plan.x_slot = x_slot;
     plan.x_from =
-        plan.x_slot == kArcNil ? ArcList::kNone : lists_.list_of(plan.x_slot);
+        x_slot == kArcNil ? ArcList::kNone : lists_.list_of(x_slot, mode);
 
     if (plan.x_from == ArcList::kB1) {  // Case II
       const uint64_t d1 = b1 >= b2 ? 1 : b2 / b1;
@@ -207,26 +197,30 @@ class BasicArcPolicy {
   }
 
   // Applies the adaptation, the ghost deletion and the victim's move.
-  void CommitEviction(const ArcMissPlan& plan) {
+  template <typename Mode = ArcMayGrow>
+  void CommitEviction(const ArcMissPlan& plan, Mode mode = {}) {
     p_ = plan.new_p;
-    if (plan.ghost_to_delete != kArcNil) lists_.Remove(plan.ghost_to_delete);
+    if (plan.ghost_to_delete != kArcNil) {
+      lists_.Remove(plan.ghost_to_delete, mode);
+    }
     if (plan.victim != kArcNil) {
       if (plan.victim_to == ArcList::kNone) {
-        lists_.Remove(plan.victim);
+        lists_.Remove(plan.victim, mode);
       } else {
-        lists_.MoveToFront(plan.victim, plan.victim_to);
+        lists_.MoveToFront(plan.victim, plan.victim_to, mode);
       }
     }
   }
 
   // Makes `x` resident per `plan`. REQUIRES: CommitEviction(plan) ran and
   // nothing else changed the lists since PlanMiss.
-  void Admit(const ArcMissPlan& plan, const HashPair& x) {
+  template <typename Mode = ArcMayGrow>
+  void Admit(const ArcMissPlan& plan, const HashPair& x, Mode mode = {}) {
     if (plan.x_from == ArcList::kNone) {
-      lists_.PushFront(plan.x_to, x);
+      lists_.PushFront(plan.x_to, x, mode);
     } else {
       // A ghost keeps only its fingerprint; x is the key that matched it.
-      lists_.Revive(plan.x_slot, plan.x_to, x);
+      lists_.Revive(plan.x_slot, plan.x_to, x, mode);
     }
   }
 
@@ -313,6 +307,26 @@ class BasicArcPolicy {
  private:
   BasicArcPolicy(uint32_t capacity, ArcFlatLists<Index> lists)
       : capacity_(capacity), lists_(std::move(lists)) {}
+
+  template <typename Mode>
+  ArcAccessResult Access(const HashPair& x, Mode mode) {
+    ArcAccessResult r;
+    const uint32_t s = lists_.Find(x, mode);
+    if (s != kArcNil && IsResident(lists_.list_of(s, mode))) {
+      Hit(s, mode);
+      r.hit = true;
+      return r;
+    }
+    const ArcMissPlan plan = PlanMiss(s, mode);
+    if (plan.victim != kArcNil) {
+      r.evicted = true;
+      r.evicted_key = lists_.key(plan.victim, mode);
+      r.evicted_to = plan.victim_to;
+    }
+    CommitEviction(plan, mode);
+    Admit(plan, x, mode);
+    return r;
+  }
 
   void PlanReplace(bool x_in_b2, uint64_t p, ArcMissPlan* plan) const {
     const uint64_t t1 = lists_.size(ArcList::kT1);

@@ -240,43 +240,10 @@ class ConcurrentARC {
     if (growth_installed_) {
       tail.finished = GrowStepLocked(kGrowMovesPerSet, &tail.retired);
     }
-    const ArcFlatLists<>& lists = policy_.lists();
-    const uint32_t slot = lists.Find(h);
-    if (slot != kArcNil && IsResident(lists.list_of(slot))) {
-      const CMapSetResult r = table_.Set(h, v);
-      if (r.err != Error::kOk) return Failed(r);
-      Bump(counters_.updates);
-      if (policy_.Hit(slot)) PromotedLocked(h);
-      return r;
-    }
-
-    const ArcMissPlan plan = policy_.PlanMiss(slot);
-    if (plan.victim != kArcNil) {
-      const HashPair victim = lists.key(plan.victim);
-      FindAndEraseResult<Value> erased = table_.FindAndEraseByHash(victim);
-      if (erased.err != Error::kOk && erased.err != Error::kKeyNotFound) {
-        return Failed(CMapSetResult{erased.err, false});
-      }
-      // kKeyNotFound would mean the table lost a listed key, which the lock
-      // discipline rules out; the lists then simply follow the table.
-      policy_.CommitEviction(plan);
-      Bump(counters_.evictions);
-      if (erased.value.has_value() && options_.on_evict) {
-        options_.on_evict(victim, *erased.value);
-      }
-    } else {
-      policy_.CommitEviction(plan);
-    }
-
-    const CMapSetResult r = table_.Set(h, v);
-    if (r.err != Error::kOk) return Failed(r);
-    policy_.Admit(plan, h);
-    Bump(counters_.inserts);
-    if (plan.x_to == ArcList::kT2) {
-      Bump(counters_.ghost_hits);
-      PromotedLocked(h);
-    }
-    return r;
+    return policy_.lists().WithGrowthMode(
+        [&](auto mode) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return SetLocked(h, v, mode);
+        });
   }
 
   // Runs fn(Value&) on the resident value of `h` under CMap's per-slot
@@ -627,6 +594,50 @@ class ConcurrentARC {
     }
   }
 
+  // Set after the drain and the growth step, in mode `mode`
+  // (ArcFlatLists::WithGrowthMode).
+  template <typename Mode>
+  CMapSetResult SetLocked(const HashPair& h, const Value& v, Mode mode)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    const ArcFlatLists<>& lists = policy_.lists();
+    const uint32_t slot = lists.Find(h, mode);
+    if (slot != kArcNil && IsResident(lists.list_of(slot, mode))) {
+      const CMapSetResult r = table_.Set(h, v);
+      if (r.err != Error::kOk) return Failed(r);
+      Bump(counters_.updates);
+      if (policy_.Hit(slot, mode)) PromotedLocked(h);
+      return r;
+    }
+
+    const ArcMissPlan plan = policy_.PlanMiss(slot, mode);
+    if (plan.victim != kArcNil) {
+      const HashPair victim = lists.key(plan.victim, mode);
+      FindAndEraseResult<Value> erased = table_.FindAndEraseByHash(victim);
+      if (erased.err != Error::kOk && erased.err != Error::kKeyNotFound) {
+        return Failed(CMapSetResult{erased.err, false});
+      }
+      // kKeyNotFound would mean the table lost a listed key, which the lock
+      // discipline rules out; the lists then simply follow the table.
+      policy_.CommitEviction(plan, mode);
+      Bump(counters_.evictions);
+      if (erased.value.has_value() && options_.on_evict) {
+        options_.on_evict(victim, *erased.value);
+      }
+    } else {
+      policy_.CommitEviction(plan, mode);
+    }
+
+    const CMapSetResult r = table_.Set(h, v);
+    if (r.err != Error::kOk) return Failed(r);
+    policy_.Admit(plan, h, mode);
+    Bump(counters_.inserts);
+    if (plan.x_to == ArcList::kT2) {
+      Bump(counters_.ghost_hits);
+      PromotedLocked(h);
+    }
+    return r;
+  }
+
   CMapSetResult Failed(CMapSetResult r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
     if (r.err == Error::kAbandonedSet) Bump(counters_.abandoned);
     return r;
@@ -638,15 +649,23 @@ class ConcurrentARC {
   }
 
   void DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
-    promote_buf_.Drain([this](const HashPair& h)
+    policy_.lists().WithGrowthMode(
+        [this](auto mode) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          this->DrainLocked(mode);
+        });
+  }
+  template <typename Mode>
+  void DrainLocked(Mode mode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    const ArcFlatLists<>& lists = policy_.lists();
+    promote_buf_.Drain([this, &lists, mode](const HashPair& h)
                            ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      const uint32_t slot = policy_.lists().Find(h);
-      if (slot == kArcNil || !IsResident(policy_.lists().list_of(slot))) {
+      const uint32_t slot = lists.Find(h, mode);
+      if (slot == kArcNil || !IsResident(lists.list_of(slot, mode))) {
         Bump(counters_.promotions_stale);
         return;
       }
       Bump(counters_.hits_applied);
-      if (policy_.Hit(slot)) PromotedLocked(h);
+      if (policy_.Hit(slot, mode)) PromotedLocked(h);
     });
     counters_.promotions_dropped.store(promote_buf_.dropped(),
                                        std::memory_order_relaxed);
