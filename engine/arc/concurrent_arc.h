@@ -517,6 +517,11 @@ class ConcurrentARC {
       retired.Release();
       arc->table_.ReleaseRetired();
       released = true;
+      // Only now is the growth over: growing() stays true until the old
+      // memory is gone, so the engine's accounting (and the next Grow)
+      // never sees a finished growth whose memory is still mapped.
+      // release: the next Grow's acquire sees this growth's installs.
+      arc->growing_.store(false, std::memory_order_release);
     }
     ConcurrentARC* arc;
     RetiredMemory retired;
@@ -563,8 +568,9 @@ class ConcurrentARC {
   }
 
   // One bounded step of both migrations; true when this step completed the
-  // growth (its retired ARC memory is then in *retired, and growing_ is
-  // given back). REQUIRES: a growth is installed.
+  // growth (its retired ARC memory is then in *retired; the GrowthTail
+  // releases it after the lock and then gives growing_ back). REQUIRES: a
+  // growth is installed.
   bool GrowStepLocked(size_t max_moves, RetiredMemory* retired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
     const size_t table_left = table_.MigrateSome(max_moves);
@@ -574,8 +580,6 @@ class ConcurrentARC {
     policy_memory_bytes_.store(policy_.memory_bytes(),
                                std::memory_order_relaxed);
     growth_installed_ = false;
-    // release: the next Grow's acquire sees this growth's installs.
-    growing_.store(false, std::memory_order_release);
     return true;
   }
 

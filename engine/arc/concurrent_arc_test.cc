@@ -1,11 +1,14 @@
 #include "engine/arc/concurrent_arc.h"
 
+#include <atomic>
 #include <cstdint>
+#include <latch>
 #include <memory>
 #include <utility>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -284,6 +287,60 @@ TEST(ConcurrentArcTest, SetsAloneFinishAGrowth) {
   EXPECT_EQ(arc->size(), 1200u);
   EXPECT_EQ(arc->stats().evictions, 3000u - 1200u);
   EXPECT_EQ(arc->CheckInvariants(), "");
+}
+
+// A growth is over only once its retired memory is released: while the Set
+// that finished it is still freeing the old arrays (after the SpinLock),
+// growing() stays true, GrowStep says "not done" and a new Grow is refused,
+// so nobody sees a finished growth whose memory is still mapped (the
+// engine's page accounting did, and went over a small budget now and then).
+TEST(ConcurrentArcTest, AGrowthEndsWhenItsMemoryIsReleased) {
+  // The default allocator; once armed, its first Deallocate (the finishing
+  // Set releasing ARC's old arrays) waits until the test lets it go on.
+  struct HoldingAllocator {
+    std::atomic<bool> armed{false};
+    std::latch entered{1};
+    std::latch go{1};
+    RawAllocator Get() {
+      return RawAllocator{
+          [](void*, size_t bytes) -> void* {
+            return RawAllocator::Default().Allocate(bytes);
+          },
+          [](void* ctx, void* p, size_t bytes) {
+            auto* self = static_cast<HoldingAllocator*>(ctx);
+            if (self->armed.exchange(false)) {
+              self->entered.count_down();
+              self->go.wait();
+            }
+            RawAllocator::Default().Deallocate(p, bytes);
+          },
+          this};
+    }
+  } hold;
+  Arc::Options options;
+  options.capacity = 64;
+  options.allocator = hold.Get();
+  absl::StatusOr<std::unique_ptr<Arc>> made = Arc::Create(options);
+  ASSERT_TRUE(made.ok());
+  Arc& arc = **made;
+  for (uint64_t i = 0; i < 64; ++i) arc.Set(TraceKey(i), i);
+  ASSERT_TRUE(arc.Grow(128).ok());
+  hold.armed = true;
+  std::thread setter([&] {
+    for (uint64_t i = 64; arc.growing() && i < 100000; ++i) {
+      arc.Set(TraceKey(i), i);
+    }
+  });
+  hold.entered.wait();  // the finishing Set is releasing the old memory
+  EXPECT_TRUE(arc.growing());
+  EXPECT_FALSE(arc.GrowStep(64));
+  EXPECT_EQ(arc.Grow(256).code(), absl::StatusCode::kInvalidArgument);
+  hold.go.count_down();
+  setter.join();
+  EXPECT_FALSE(arc.growing());
+  EXPECT_TRUE(arc.GrowStep(64));
+  EXPECT_EQ(arc.capacity(), 128u);
+  EXPECT_EQ(arc.CheckInvariants(), "");
 }
 
 TEST(ConcurrentArcTest, BytesForIsTheTableAndArcState) {
