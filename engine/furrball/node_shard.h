@@ -197,13 +197,12 @@
 //            BEFORE ConcurrentARC::Grow maps the new table -> moving; not
 //            all retired within kMaxPayingPasses, or Grow refused -> give
 //            back what the current table does not need -> idle.
-//   moving   GrowStep(kGrowMovesPerPass); Sets move keys too -> done when
-//            GrowStep says the growth is over.
-//   done     a pass later: count it, give back the pages the grown table
-//            does not need, as far as what the node maps now allows (a Set
-//            that finished the growth may still be unmapping the old ARC
-//            state when GrowStep says so) -> idle, which gives back the
-//            rest in later passes.
+//   moving   GrowStep(kGrowMovesPerPass); Sets move keys too. When
+//            GrowStep says the growth is over (its old memory is released
+//            by then, whichever thread finished it): count it, give back
+//            the pages the grown table does not need, as far as what the
+//            node maps now allows -> idle, which gives back the rest in
+//            later passes.
 //
 // ---------------------------------------------------------------------------
 // Cold pages (ShardConfig::spill_cold_pages; report §2.4.1, §2.9.1-§2.9.3)
@@ -778,7 +777,6 @@ class NodeShard {
     kIdle,    // looking at the rule once a pass
     kPaying,  // retiring the pages for growth_to_'s peak
     kMoving,  // ARC grows; GrowStep each pass until done
-    kDone,    // done: pages given back next pass (see GrowKeyTableStep)
   };
   Growth growth_ = Growth::kIdle;
   uint32_t growth_from_ = 0;

@@ -451,14 +451,11 @@ void NodeShard::GrowKeyTableStep() {
   if (plan.key_ceiling <= config_.max_keys) return;  // a fixed table
   switch (growth_) {
     case Growth::kMoving:
-      if (arc_->GrowStep(kGrowMovesPerPass)) growth_ = Growth::kDone;
-      return;
-    case Growth::kDone:
-      // The pages that paid for the peak and that the new table does not
-      // need come back, as far as what is mapped allows
-      // (GiveBackUnneededPages). A pass after GrowStep said the growth was
-      // over, because when a Set's step finished it, that Set's thread may
-      // still be releasing the old memory after ARC's lock.
+      // GrowStep says "done" once the old memory is released, whoever's
+      // step finished the growth (ConcurrentARC's GrowthTail), so the
+      // pages that paid for the peak and that the new table does not need
+      // can come back at once (GiveBackUnneededPages).
+      if (!arc_->GrowStep(kGrowMovesPerPass)) return;
       key_table_released_bytes_.fetch_add(KeyTableReleasedBytes(growth_from_),
                                           std::memory_order_relaxed);
       stats_.Add(Counter::kKeyTableGrowths);
@@ -530,9 +527,7 @@ void NodeShard::GiveBackUnneededPages() {
   if (retired <= need) return;
   // No more than what is mapped now leaves room for: everything the node
   // mapped but its page block and the released tables, plus the pages in
-  // service. This also waits for the old ARC state of a growth that a Set
-  // finished: GrowStep says "done" before that Set's thread has unmapped
-  // it (ConcurrentARC's GrowthTail), and the next passes give the rest.
+  // service (what stays owed is given back by later idle passes).
   const uint64_t held = numatic_->MappedBytes(config_.node) - page_bytes() -
                         key_table_released_bytes() + page_bytes_in_service();
   if (held >= plan.node_budget_bytes) return;
