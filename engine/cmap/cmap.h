@@ -525,6 +525,11 @@ class CMap {
   bool HasOtherCopy(const HashPair& h, size_t mine) const;
   // "Move K out" of slot i into dest; kKeyNotFound if slot i holds no key.
   Error MoveSlotTo(size_t i, CMap& dest);
+  // Erases the key in slot i, whose seq the caller locked at `stable`, and
+  // unlocks it: the slot's stores, then its overflow count on the key's
+  // path (`groups_passed` groups from h1's home) and the live count.
+  void EraseLockedSlot(size_t i, uint64_t stable, uint64_t h1,
+                       size_t groups_passed);
 
   // Adds or removes h's share of the overflow counts of the first
   // `groups_passed` groups of its path.
@@ -879,13 +884,21 @@ FindAndEraseResult<Value> CMap<Value, GroupImpl>::FindAndEraseByHash(
   }
   Words words;
   cmap_internal::LoadWords<Value>(s, stable, words);
-  StoreCtrl(r.match, cmap_internal::kCtrlDeleted);
+  EraseLockedSlot(r.match, stable, h.h1, r.match_index);
+  return {Error::kOk, cmap_internal::FromWords<Value>(words)};
+}
+
+template <typename Value, typename GroupImpl>
+void CMap<Value, GroupImpl>::EraseLockedSlot(size_t i, uint64_t stable,
+                                             uint64_t h1,
+                                             size_t groups_passed) {
+  const cmap_internal::SlotRef s = slots_[i];
+  StoreCtrl(i, cmap_internal::kCtrlDeleted);
   s.fingerprint.store(0, std::memory_order_relaxed);
   cmap_internal::StoreWords<Value>(s, Words{});
   cmap_internal::Unlock(s.seq, stable);
-  RemoveOverflow(h.h1, r.match_index);
+  RemoveOverflow(h1, groups_passed);
   live_.fetch_sub(1, std::memory_order_relaxed);
-  return {Error::kOk, cmap_internal::FromWords<Value>(words)};
 }
 
 template <typename Value, typename GroupImpl>
@@ -932,16 +945,12 @@ Error CMap<Value, GroupImpl>::MoveSlotTo(size_t i, CMap& dest) {
   // dest's insert (its Unlock is a release store, but of dest's seq, which a
   // reader of this table never loads) before any store of the erase below.
   cmap_internal::ReleaseFence();
-  StoreCtrl(i, cmap_internal::kCtrlDeleted);
-  s.fingerprint.store(0, std::memory_order_relaxed);
-  cmap_internal::StoreWords<Value>(s, Words{});
-  cmap_internal::Unlock(s.seq, stable);
   // Groups the key's path passed before slot i's: linear probing from home.
   const size_t home = groups_.Home(h.h1);
   const size_t group = i / kGroupWidth;
-  RemoveOverflow(h.h1, group >= home ? group - home
-                                     : group + groups_.size() - home);
-  live_.fetch_sub(1, std::memory_order_relaxed);
+  EraseLockedSlot(i, stable, h.h1,
+                  group >= home ? group - home
+                                : group + groups_.size() - home);
   return Error::kOk;
 }
 
