@@ -37,6 +37,7 @@ using furrball_internal::EntryFootprint;
 using furrball_internal::EntryKind;
 using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
+using furrball_internal::Maintenance;
 using furrball_internal::NodeJob;
 using furrball_internal::NodeShard;
 using furrball_internal::PagePool;
@@ -316,7 +317,9 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     }
     for (int i = 0; i < n; ++i) {
       NodeShard* shard = shards_[i].get();
-      jobs_[i]->Activate([shard] { shard->Maintain(); });
+      jobs_[i]->Activate([shard] {
+        return shard->Maintain() ? Maintenance::kActive : Maintenance::kIdle;
+      });
     }
     started_ = true;
     return absl::OkStatus();

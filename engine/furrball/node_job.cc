@@ -1,11 +1,20 @@
 #include "engine/furrball/node_job.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <utility>
 
 namespace furrballs {
 namespace furrball_internal {
+
+std::chrono::milliseconds NextMaintenanceDelay(
+    std::chrono::milliseconds last, Maintenance found,
+    std::chrono::milliseconds interval) {
+  if (found == Maintenance::kActive) return interval;
+  return std::min(std::max(last, interval) * 2,
+                  std::max(interval, kMaxIdleMaintenanceDelay));
+}
 
 NodeJob::NodeJob(const Numatic* numatic, const Options& options,
                  std::pmr::memory_resource* resource,
@@ -48,7 +57,7 @@ absl::Status NodeJob::WaitForInit() {
   return init_status_;
 }
 
-void NodeJob::Activate(std::function<void()> maintenance) {
+void NodeJob::Activate(std::function<Maintenance()> maintenance) {
   MutexLock l(&mu_);
   if (phase_ != Phase::kInitDone) return;
   maintenance_ = std::move(maintenance);
@@ -72,9 +81,10 @@ Error NodeJob::Submit(Job job, void* context) {
 void NodeJob::Loop() {
   std::array<Task, kBatch> batch;
   using Clock = CondVar::Clock;
-  Clock::time_point next_maintenance =
-      Clock::now() + options_.maintenance_interval;
-  std::function<void()> maintenance;
+  const std::chrono::milliseconds interval = options_.maintenance_interval;
+  std::chrono::milliseconds delay = interval;
+  Clock::time_point next_maintenance = Clock::now() + delay;
+  std::function<Maintenance()> maintenance;
   {
     MutexLock l(&mu_);
     maintenance = maintenance_;
@@ -99,9 +109,14 @@ void NodeJob::Loop() {
     }
     for (size_t i = 0; i < taken; ++i) batch[i].job(batch[i].context);
     if (stop) return;
+    if (taken > 0 && delay > interval) {
+      // Requests are back: maintenance at the interval again.
+      delay = interval;
+      next_maintenance = std::min(next_maintenance, Clock::now() + delay);
+    }
     if (Clock::now() >= next_maintenance) {
-      maintenance();
-      next_maintenance = Clock::now() + options_.maintenance_interval;
+      delay = NextMaintenanceDelay(delay, maintenance(), interval);
+      next_maintenance = Clock::now() + delay;
     }
   }
 }

@@ -16,7 +16,15 @@
 //
 // The worker waits on a CondVar for "a job is queued, stop was requested, or
 // the next maintenance deadline passed"; Submit and Stop signal it, so
-// nothing polls or sleeps. On Stop the worker first runs every job already
+// nothing polls or sleeps. The deadline is the maintenance interval while
+// the node is active; while consecutive passes report it idle (no request
+// since the previous pass, no unfinished work) the wait doubles, up to
+// kMaxIdleMaintenanceDelay, so an idle cache does not wake 500 times a
+// second per node. A job resets it to the interval at once (requests reach
+// a node as jobs in the service's default dispatch); a request that calls
+// the shard directly is seen by the next pass, at most
+// kMaxIdleMaintenanceDelay later. Nothing waits for that pass: a writer out
+// of room runs the reclaimer's steps itself (node_shard.h). On Stop the worker first runs every job already
 // queued (a job's context may own resources only the job frees), then
 // exits, and Stop joins it. Joining replaces the report's
 // Destroying/ActiveMaintenanceRefs double-check (§2.10.5): once Stop returns
@@ -41,6 +49,21 @@
 
 namespace furrballs {
 namespace furrball_internal {
+
+// What a maintenance pass found: the node served requests or has work left
+// (kActive), or neither (kIdle).
+enum class Maintenance : uint8_t { kActive, kIdle };
+
+// The longest wait between maintenance passes of an idle node (when the
+// interval itself is shorter).
+inline constexpr std::chrono::milliseconds kMaxIdleMaintenanceDelay{128};
+
+// The wait before the next pass, given the last wait and what the pass
+// found: `interval` after an active pass, twice the last wait (at most
+// max(interval, kMaxIdleMaintenanceDelay)) after an idle one.
+std::chrono::milliseconds NextMaintenanceDelay(
+    std::chrono::milliseconds last, Maintenance found,
+    std::chrono::milliseconds interval);
 
 class NodeJob {
  public:
@@ -69,7 +92,7 @@ class NodeJob {
   absl::Status WaitForInit();
 
   // Starts the job/maintenance loop. REQUIRES: WaitForInit() returned OK.
-  void Activate(std::function<void()> maintenance);
+  void Activate(std::function<Maintenance()> maintenance);
 
   // Queues `job`; kQueueFull if the queue is full, kShuttingDown once Stop
   // began. Jobs run in submission order.
@@ -105,7 +128,7 @@ class NodeJob {
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool init_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status init_status_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> maintenance_ ABSL_GUARDED_BY(mu_);
+  std::function<Maintenance()> maintenance_ ABSL_GUARDED_BY(mu_);
   std::pmr::vector<Task> ring_ ABSL_GUARDED_BY(mu_);
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;

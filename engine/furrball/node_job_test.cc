@@ -1,6 +1,7 @@
 #include "engine/furrball/node_job.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,24 @@ TEST(NodeJobTest, InitRunsOnPinnedWorkerAndReportsStatus) {
   EXPECT_EQ(seen_node, 1);
 }
 
+TEST(NodeJobTest, MaintenanceWaitsLongerWhileIdleAndShortAgainWhenActive) {
+  using std::chrono::milliseconds;
+  const milliseconds interval{2};
+  milliseconds delay = interval;
+  std::vector<int64_t> waits;
+  for (int pass = 0; pass < 9; ++pass) {
+    delay = NextMaintenanceDelay(delay, Maintenance::kIdle, interval);
+    waits.push_back(delay.count());
+  }
+  EXPECT_EQ(waits, (std::vector<int64_t>{4, 8, 16, 32, 64, 128, 128, 128, 128}));
+  EXPECT_EQ(NextMaintenanceDelay(delay, Maintenance::kActive, interval),
+            interval);
+  // An interval above the idle ceiling is never shortened or lengthened.
+  const milliseconds slow{500};
+  EXPECT_EQ(NextMaintenanceDelay(slow, Maintenance::kIdle, slow), slow);
+  EXPECT_EQ(NextMaintenanceDelay(slow, Maintenance::kActive, slow), slow);
+}
+
 TEST(NodeJobTest, FailedInitIsReportedAndStopsCleanly) {
   std::unique_ptr<Numatic> numatic = MakeNumatic(1);
   NodeJob job(numatic.get(), JobOptions(0, 8),
@@ -60,6 +79,7 @@ TEST(NodeJobTest, RunsJobsInOrderAndMaintenanceRepeatedly) {
   Notification enough_passes;
   job.Activate([&] {
     if (passes.fetch_add(1) + 1 == 3) enough_passes.Notify();
+    return Maintenance::kActive;
   });
   struct Ctx {
     std::vector<int>* order;
@@ -90,7 +110,7 @@ TEST(NodeJobTest, FullQueueIsRejectedAndQueuedJobsRunOnStop) {
               std::pmr::new_delete_resource(),
               [] { return absl::OkStatus(); });
   ASSERT_TRUE(job.WaitForInit().ok());
-  job.Activate([] {});
+  job.Activate([] { return Maintenance::kIdle; });
   // Block the worker inside a job so the queue can be filled exactly.
   Notification entered, release;
   struct Gate {

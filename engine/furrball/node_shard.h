@@ -424,8 +424,11 @@ class NodeShard {
 
   // One maintenance pass: PromoteBuf drain, recycling, staging relocation,
   // reserve refill (drain/evict), TTL reclamation, a step of the key
-  // table's growth. Bounded work.
-  void Maintain();
+  // table's growth. Bounded work. Returns whether the node is active: it
+  // served a request since the previous pass, or a growth or the reserve
+  // refill has work left (the worker then keeps the interval; an idle node
+  // is maintained less often, node_job.h).
+  bool Maintain();
 
   // ---- Pages out of service (they pay for a larger key table) -----------
 
@@ -779,6 +782,8 @@ class NodeShard {
     kMoving,  // ARC grows; GrowStep each pass until done
   };
   Growth growth_ = Growth::kIdle;
+  // Requests counted when the previous Maintain pass ended (the worker's).
+  uint64_t requests_at_last_pass_ = 0;
   uint32_t growth_from_ = 0;
   uint32_t growth_to_ = 0;
   int paying_passes_ = 0;

@@ -408,7 +408,7 @@ void NodeShard::ReclaimExpired() {
   }
 }
 
-void NodeShard::Maintain() {
+bool NodeShard::Maintain() {
   // Idle promotions are applied here so that a read-only period does not
   // leave ARC's order stale (§2.8.2). Only if ARC's lock is free: a writer
   // holding it is no read-only period, and spinning here would take CPU from
@@ -429,9 +429,10 @@ void NodeShard::Maintain() {
     RelocateStaging();
   }
   constexpr int kMaxRefillSteps = 32;  // bounded work per pass
-  for (int step = 0; step < kMaxRefillSteps; ++step) {
+  bool refill_left = true;
+  for (int step = 0; step < kMaxRefillSteps && refill_left; ++step) {
     MutexLock l(&reclaim_mu_);
-    if (!RefillStep()) break;
+    refill_left = RefillStep();
   }
   {
     MutexLock l(&reclaim_mu_);
@@ -444,6 +445,15 @@ void NodeShard::Maintain() {
     }
   }
   GrowKeyTableStep();
+  // Every request counts one of these (a chunked value's parts too).
+  uint64_t requests = 0;
+  for (Counter c : {Counter::kHitsLocal, Counter::kHitsRemote, Counter::kMisses,
+                    Counter::kSets, Counter::kDeletes, Counter::kTouches}) {
+    requests += stats_.Sum(c);
+  }
+  const bool served = requests != requests_at_last_pass_;
+  requests_at_last_pass_ = requests;
+  return served || refill_left || growth_ != Growth::kIdle;
 }
 
 void NodeShard::GrowKeyTableStep() {

@@ -184,6 +184,25 @@ TEST(ShardConfigTest, DefaultsAreTheEngineOptionsDefaults) {
   EXPECT_EQ(shard.eviction_enabled, engine.eviction_enabled);
 }
 
+TEST_F(NodeShardTest, MaintainSaysWhetherTheNodeServedRequestsSinceTheLastPass) {
+  Open(/*pages=*/16);
+  // The first pass may refill the reserve; after that nothing is pending.
+  shard_->Maintain();
+  EXPECT_FALSE(shard_->Maintain()) << "no request since the previous pass";
+  ASSERT_EQ(Set(1, "v").error, Error::kOk);
+  EXPECT_TRUE(shard_->Maintain()) << "a Set";
+  EXPECT_FALSE(shard_->Maintain());
+  std::string v;
+  EXPECT_TRUE(Get(1, &v).found);
+  EXPECT_TRUE(shard_->Maintain()) << "a hit";
+  EXPECT_FALSE(shard_->Maintain());
+  EXPECT_FALSE(Get(2, &v).found);
+  EXPECT_TRUE(shard_->Maintain()) << "a miss";
+  Delete(1);
+  EXPECT_TRUE(shard_->Maintain()) << "a Delete";
+  EXPECT_FALSE(shard_->Maintain());
+}
+
 TEST_F(NodeShardTest, OverflowGoesToStagingAndIsRelocatedInTheBackground) {
   Open(/*pages=*/16);
   // ~15 entries per page; pages 1..13 are free, one of them the reserve.

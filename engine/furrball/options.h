@@ -98,7 +98,9 @@ struct FurrBallOptions {
   uint64_t hash_seed = 0;
 
   // Period of each node's maintenance pass (staging relocation, page drain,
-  // free-page reserve refill, TTL reclamation, PromoteBuf drain).
+  // free-page reserve refill, TTL reclamation, PromoteBuf drain) while the
+  // node serves requests; an idle node's passes back off to 128 ms
+  // (node_job.h).
   std::chrono::milliseconds maintenance_interval{2};
 
   // Pin each node's worker (maintenance and SubmitToNode jobs) to the node's
