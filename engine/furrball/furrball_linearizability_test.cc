@@ -65,48 +65,44 @@ class Recorder {
   Recorder(ScenarioContext& ctx, int thread) : ctx_(ctx), thread_(thread) {}
 
   void Set(bool with_ttl) {
-    RegisterOp op;
-    op.kind = RegisterOp::Kind::kSet;
-    op.thread = thread_;
+    RegisterOp op = Op(RegisterOp::Kind::kSet);
     op.value = absl::StrCat("t", thread_, "-", seq_++);
     op.ttl_ms = with_ttl ? kTtlMs : 0;
-    WriteOptions options;
-    options.ttl_ms = op.ttl_ms;
-    op.invoke = ctx_.history->Tick();
-    const SetResult r = ctx_.ball->Set(kKey, op.value, options);
-    op.respond = ctx_.history->Tick();
-    ASSERT_EQ(r.error, Error::kOk);
-    op.version = r.version;
-    ctx_.history->Add(op);
+    ctx_.history->Record(op, [&](RegisterOp& o) {
+      WriteOptions options;
+      options.ttl_ms = o.ttl_ms;
+      const SetResult r = ctx_.ball->Set(kKey, o.value, options);
+      ASSERT_EQ(r.error, Error::kOk);
+      o.version = r.version;
+    });
   }
 
   void Get() {
-    RegisterOp op;
-    op.kind = RegisterOp::Kind::kGet;
-    op.thread = thread_;
-    op.invoke = ctx_.history->Tick();
-    const GetResult r = ctx_.ball->Get(kKey, &op.value);
-    op.respond = ctx_.history->Tick();
-    ASSERT_EQ(r.error, Error::kOk);
-    op.found = r.found;
-    op.version = r.version;
-    if (!r.found) op.value.clear();
-    ctx_.history->Add(op);
+    ctx_.history->Record(Op(RegisterOp::Kind::kGet), [&](RegisterOp& o) {
+      const GetResult r = ctx_.ball->Get(kKey, &o.value);
+      ASSERT_EQ(r.error, Error::kOk);
+      o.found = r.found;
+      o.version = r.version;
+      if (!r.found) o.value.clear();
+    });
   }
 
   void Delete() {
-    RegisterOp op;
-    op.kind = RegisterOp::Kind::kDelete;
-    op.thread = thread_;
-    op.invoke = ctx_.history->Tick();
-    const DeleteResult r = ctx_.ball->Delete(kKey);
-    op.respond = ctx_.history->Tick();
-    ASSERT_EQ(r.error, Error::kOk);
-    op.found = r.deleted;
-    ctx_.history->Add(op);
+    ctx_.history->Record(Op(RegisterOp::Kind::kDelete), [&](RegisterOp& o) {
+      const DeleteResult r = ctx_.ball->Delete(kKey);
+      ASSERT_EQ(r.error, Error::kOk);
+      o.found = r.deleted;
+    });
   }
 
  private:
+  RegisterOp Op(RegisterOp::Kind kind) const {
+    RegisterOp op;
+    op.kind = kind;
+    op.thread = thread_;
+    return op;
+  }
+
   ScenarioContext& ctx_;
   const int thread_;
   uint64_t seq_ = 0;
@@ -209,11 +205,10 @@ RegisterCheck RunScenario(const Scenario& scenario) {
       RegisterOp op;
       op.kind = RegisterOp::Kind::kAdvanceClock;
       op.thread = t;
-      op.invoke = ctx.history->Tick();
-      clock.AdvanceMs(kClockStepMs);
-      op.clock_ms = clock.NowMs();  // only this thread advances it
-      op.respond = ctx.history->Tick();
-      ctx.history->Add(op);
+      ctx.history->Record(op, [&](RegisterOp& o) {
+        clock.AdvanceMs(kClockStepMs);
+        o.clock_ms = clock.NowMs();  // only this thread advances it
+      });
       std::this_thread::yield();
     }
   });

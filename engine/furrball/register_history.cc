@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <map>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -167,44 +167,37 @@ bool HigherVersion(const RegisterOp* a, const RegisterOp* b) {
   return a->version > b->version;
 }
 
+// The first op of `after` invoked after an op of `before` of a higher
+// version (or an equal one, with `or_equal`) returned, as violation `v`.
+RegisterCheck NewerReturnedBefore(const std::vector<const RegisterOp*>& before,
+                                  const std::vector<const RegisterOp*>& after,
+                                  bool or_equal, Violation v, const char* why) {
+  RegisterCheck r;
+  SweepReturnedBefore(before, Indexes(after.size()), after, HigherVersion,
+                      [&](size_t i, const RegisterOp* a) {
+                        if (r.ok() && a != nullptr &&
+                            (a->version > after[i]->version ||
+                             (or_equal && a->version == after[i]->version))) {
+                          r = Fail(v, why, {a, after[i]});
+                        }
+                      });
+  return r;
+}
+
 // R2-R5.
 RegisterCheck CheckPairs(const Prepared& p) {
-  RegisterCheck r;
-  // R2.
-  SweepReturnedBefore(p.sets, Indexes(p.sets.size()), p.sets, HigherVersion,
-                      [&](size_t i, const RegisterOp* a) {
-                        if (r.ok() && a != nullptr &&
-                            a->version >= p.sets[i]->version) {
-                          r = Fail(Violation::kVersionBackwards,
-                                   "a Set that began after another returned "
-                                   "got a version not above it",
-                                   {a, p.sets[i]});
-                        }
-                      });
+  RegisterCheck r = NewerReturnedBefore(
+      p.sets, p.sets, /*or_equal=*/true, Violation::kVersionBackwards,
+      "a Set that began after another returned got a version not above it");
   if (!r.ok()) return r;
-  // R3.
-  SweepReturnedBefore(p.sets, Indexes(p.hits.size()), p.hits, HigherVersion,
-                      [&](size_t i, const RegisterOp* a) {
-                        if (r.ok() && a != nullptr &&
-                            a->version > p.hits[i]->version) {
-                          r = Fail(Violation::kLostWrite,
-                                   "a Get began after a newer Set returned "
-                                   "and read an older value",
-                                   {a, p.hits[i]});
-                        }
-                      });
+  r = NewerReturnedBefore(
+      p.sets, p.hits, /*or_equal=*/false, Violation::kLostWrite,
+      "a Get began after a newer Set returned and read an older value");
   if (!r.ok()) return r;
-  // R4, a later read first.
-  SweepReturnedBefore(p.hits, Indexes(p.hits.size()), p.hits, HigherVersion,
-                      [&](size_t i, const RegisterOp* a) {
-                        if (r.ok() && a != nullptr &&
-                            a->version > p.hits[i]->version) {
-                          r = Fail(Violation::kStaleRead,
-                                   "a Get began after another Get returned a "
-                                   "newer value, and read an older one",
-                                   {a, p.hits[i]});
-                        }
-                      });
+  r = NewerReturnedBefore(p.hits, p.hits, /*or_equal=*/false,
+                          Violation::kStaleRead,
+                          "a Get began after another Get returned a newer "
+                          "value, and read an older one");
   if (!r.ok()) return r;
   // R4, a miss or Delete after the Set: the one invoked last among those
   // that returned before the Get began.

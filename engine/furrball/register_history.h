@@ -101,6 +101,15 @@ class RegisterHistory {
   // The ticks every op's invoke and respond are taken from. Sequentially
   // consistent: the ticks order the ops' effects as the threads saw them.
   uint64_t Tick() { return ticks_.fetch_add(1, std::memory_order_seq_cst) + 1; }
+  // Takes `op`'s invoke tick, runs `call(op)` (which fills in what the
+  // operation returned), takes its respond tick and adds it.
+  template <typename Call>
+  void Record(RegisterOp op, Call&& call) {
+    op.invoke = Tick();
+    call(op);
+    op.respond = Tick();
+    Add(op);
+  }
   void Add(const RegisterOp& op) {
     std::lock_guard<std::mutex> l(mu_);
     ops_.push_back(op);

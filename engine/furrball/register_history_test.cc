@@ -16,12 +16,17 @@ namespace {
 using ::testing::HasSubstr;
 using Violation = RegisterCheck::Violation;
 
-RegisterOp Set(uint64_t inv, uint64_t res, std::string value, uint64_t version,
-               uint64_t ttl_ms = 0) {
+RegisterOp Op(RegisterOp::Kind kind, uint64_t inv, uint64_t res) {
   RegisterOp op;
-  op.kind = RegisterOp::Kind::kSet;
+  op.kind = kind;
   op.invoke = inv;
   op.respond = res;
+  return op;
+}
+
+RegisterOp Set(uint64_t inv, uint64_t res, std::string value, uint64_t version,
+               uint64_t ttl_ms = 0) {
+  RegisterOp op = Op(RegisterOp::Kind::kSet, inv, res);
   op.value = std::move(value);
   op.version = version;
   op.ttl_ms = ttl_ms;
@@ -30,10 +35,7 @@ RegisterOp Set(uint64_t inv, uint64_t res, std::string value, uint64_t version,
 
 RegisterOp Get(uint64_t inv, uint64_t res, std::string value,
                uint64_t version) {
-  RegisterOp op;
-  op.kind = RegisterOp::Kind::kGet;
-  op.invoke = inv;
-  op.respond = res;
+  RegisterOp op = Op(RegisterOp::Kind::kGet, inv, res);
   op.found = true;
   op.value = std::move(value);
   op.version = version;
@@ -41,27 +43,17 @@ RegisterOp Get(uint64_t inv, uint64_t res, std::string value,
 }
 
 RegisterOp Miss(uint64_t inv, uint64_t res) {
-  RegisterOp op;
-  op.kind = RegisterOp::Kind::kGet;
-  op.invoke = inv;
-  op.respond = res;
-  return op;
+  return Op(RegisterOp::Kind::kGet, inv, res);
 }
 
 RegisterOp Del(uint64_t inv, uint64_t res, bool deleted) {
-  RegisterOp op;
-  op.kind = RegisterOp::Kind::kDelete;
-  op.invoke = inv;
-  op.respond = res;
+  RegisterOp op = Op(RegisterOp::Kind::kDelete, inv, res);
   op.found = deleted;
   return op;
 }
 
 RegisterOp Advance(uint64_t inv, uint64_t res, uint64_t clock_ms) {
-  RegisterOp op;
-  op.kind = RegisterOp::Kind::kAdvanceClock;
-  op.invoke = inv;
-  op.respond = res;
+  RegisterOp op = Op(RegisterOp::Kind::kAdvanceClock, inv, res);
   op.clock_ms = clock_ms;
   return op;
 }
