@@ -57,12 +57,14 @@
 //    reached before respond(miss). Necessary: the state at the miss is
 //    absent and at or after epoch(w), so some removal lies in between.
 // R6 kNotLinearizable: the exact check. R1-R5 are pairwise and give a short
-//    explanation; what they do not decide (e.g. two Deletes returning true
-//    that need two removals where one write lies between them) is decided
-//    by a search over the states above, in invoke/respond order: at each
-//    respond, the set of (state, which open ops are linearized) that some
-//    linearization of the prefix reaches (Lowe's just-in-time
-//    linearization). It is sufficient and necessary by construction: a
+//    explanation; what they do not decide (one Delete that would have to
+//    explain two misses on either side of a later write; two Deletes that
+//    both removed the value of one Set) is decided by a search over the
+//    states above, in invoke/respond order: at each respond, the set of
+//    (state, which open ops are linearized) that some linearization of the
+//    prefix reaches (Lowe's just-in-time linearization); expiry is a
+//    transition of the present state allowed once the sweep has passed the
+//    earliest tick of R5. It is sufficient and necessary by construction: a
 //    linearization exists iff the set is never empty. It is polynomial in
 //    the number of ops for a bounded number of threads: because the versions
 //    fix the order of writes, a state is (epoch, present) and only the
@@ -72,6 +74,11 @@
 // R1-R5 never fire on a linearizable history (each is necessary), so the
 // first rule that fires is the explanation; R6 is reached only when all
 // pass and decides.
+//
+// What the model cannot see: a Set's deadline is known only up to the
+// clock advances its interval overlaps, so expiry is allowed from the
+// earliest deadline possible; an entry that expired less than that
+// uncertainty early passes.
 #ifndef FURRBALLS_ENGINE_FURRBALL_REGISTER_HISTORY_H_
 #define FURRBALLS_ENGINE_FURRBALL_REGISTER_HISTORY_H_
 
