@@ -268,10 +268,11 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
       config.max_keys = plan_.max_keys;
       config.eviction_enabled = options_.eviction_enabled;
       config.clock = clock_;
-      config.key_lock_for = [](void* self, const HashPair& h) -> ParkingLock& {
-        return static_cast<FurrBallImpl*>(self)->KeyLockFor(h);
+      config.home_of = [](void* self, const HashPair& h) -> NodeShard& {
+        FurrBallImpl* ball = static_cast<FurrBallImpl*>(self);
+        return *ball->shards_[ball->HomeIndex(h)];
       };
-      config.key_lock_context = this;
+      config.home_context = this;
       config.spill_store = spill_store_.get();
       config.spill_reload_whole_page = options_.spill_reload_whole_page;
       config.spill_cold_pages = options_.spill_cold_pages;
@@ -486,7 +487,8 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     return shard.Delete(h, if_version, replaced_head);
   }
 
-  // The hash-routing owner's index, which is also every key's lock home.
+  // The hash-routing owner's index, which is also every key's home: its
+  // write lock and the counter its versions come from.
   int HomeIndex(const HashPair& h) const { return router_.HomeIndex(h); }
 
   ParkingLock& KeyLockFor(const HashPair& h) {

@@ -125,9 +125,7 @@ NodeShard::NodeShard(const ShardConfig& config, const Numatic* numatic,
     cold_keys_.reserve(kColdWindow);
     coldest_scratch_.reserve(kColdWindow);
   }
-  next_version_.value.store(
-      (uint64_t{static_cast<uint32_t>(config.node_index)} << 58) + 1,
-      std::memory_order_relaxed);
+  next_version_.value.store(1, std::memory_order_relaxed);
   if (config.spill_store != nullptr) {
     spill_index_ = std::make_unique<SpillIndex>();
     spill_writer_ = std::thread([this] { RunSpillWriter(); });

@@ -87,25 +87,36 @@
 // tests/spill/spill_race_test forces the interleavings.
 //
 // ---------------------------------------------------------------------------
-// Versions (NextVersion): per key, with the node's counter as a ceiling
+// Versions (NextVersion): per key, with its home's counter as a ceiling
+//
+// A key's versions come from the counter of its home shard
+// (NodeRouter::HomeIndex, ShardConfig::home_of), whichever shard holds the
+// key: under hash routing that is the owner, under round-robin and
+// thread-local routing the key may live on any node, but its writers all
+// hold the home's key lock and all use the home's counter.
 //
 // A write of a resident key takes the key's version + 1 (+ the superseded
-// writes it acknowledges) as long as that is below the node's counter, read
+// writes it acknowledges) as long as that is below the home's counter, read
 // with a relaxed load; a new key, and a key whose versions reached the
 // counter, take versions from the counter (fetch_add). So the request path
 // writes the shared counter line only for inserts and for one overwrite in
 // kVersionStride of a hot key; overwrites of a resident key only read it.
 //
-// Invariant: every version issued is below the counter, which only grows.
-// The per-key path checks it; the counter path reserves its versions (and
-// kVersionStride - 1 more of headroom for the key's next overwrites) before
-// it uses them. Hence a key's versions only grow, across deletes and
-// evictions too: its next write holds the key lock that its earlier writers
-// released, so it reads the counter at or above the value that any earlier
-// version was issued below, and a new key's counter version exceeds them all.
-// Relocation and spill keep a key's version; a reload re-inserts it with the
-// version it had; warm restart moves the counter above every restored
-// version (RestoreSpilled). Versions are not unique across keys, only within
+// Invariant: every version of a key issued is below its home's counter,
+// which only grows. The per-key path checks it; the counter path reserves
+// its versions (and kVersionStride - 1 more of headroom for the key's next
+// overwrites) before it uses them. Hence a key's versions only grow, across
+// deletes, evictions and re-creation on another node too: its next write
+// holds the key lock that its earlier writers released, so it reads the
+// same counter at or above the value that any earlier version was issued
+// below, and a new key's counter version exceeds them all. (Until issue 16
+// each node used its own counter, node i from i * 2^58 + 1: a key deleted
+// on node 1 and written again on node 0 went back.)
+// Relocation, spill and a move between nodes (migration) keep a key's
+// version: it stays below the home's counter, so nothing more is needed. A
+// reload re-inserts it with the version it had; warm restart (hash routing:
+// home == owner) moves each counter above every restored version of its
+// node (RestoreSpilled). Versions are not unique across keys, only within
 // one: (version, page, generation, offset) still names one byte image of a
 // key, which is what the Get protocol below needs.
 //
@@ -302,6 +313,8 @@ struct alignas(kCacheLineSize) KeyLock {
   ParkingLock lock;
 };
 
+class NodeShard;
+
 struct ShardConfig {
   int node = 0;          // node id (Numatic)
   int node_index = 0;    // 0..node_count-1
@@ -315,10 +328,12 @@ struct ShardConfig {
   // an accounting bug, can make a writer reach it.
   std::chrono::milliseconds reclaim_patience{2000};
   const Clock* clock = nullptr;
-  // The write lock of any key, which may live on another node's shard (its
-  // lock home); TTL reclamation try-locks it.
-  ParkingLock& (*key_lock_for)(void* context, const HashPair& h) = nullptr;
-  void* key_lock_context = nullptr;
+  // The home shard of any key (NodeRouter::HomeIndex), which may be
+  // another node's: it holds the key's write lock (TTL reclamation
+  // try-locks it) and the counter the key's versions come from (see
+  // "Versions").
+  NodeShard& (*home_of)(void* context, const HashPair& h) = nullptr;
+  void* home_context = nullptr;
   // The spill tier (docs/spill.md); nullptr = off, pages are dropped when
   // memory runs out. Outlives the shard.
   spill::SpillStore* spill_store = nullptr;
@@ -350,7 +365,7 @@ class NodeShard {
   int node() const { return config_.node; }
   int node_index() const { return config_.node_index; }
 
-  // The write lock of a key whose lock home is this node.
+  // The write lock of a key whose home is this node.
   ParkingLock& KeyLockFor(const HashPair& h) {
     return key_locks_[h.h2 & (kKeyLocks - 1)].lock;
   }
@@ -496,11 +511,19 @@ class NodeShard {
   ~NodeShard();
 
   uint64_t NowMs() const { return config_.clock->NowMs(); }
-  // The version of a write (see "Versions" above). `current` is the key's
-  // resident version on this node, 0 if it has none; `superseded` earlier
-  // versions are consumed just before the returned one.
+  // The key's home shard and its write lock (ShardConfig::home_of).
+  NodeShard& HomeOf(const HashPair& h) const {
+    return config_.home_of(config_.home_context, h);
+  }
+  ParkingLock& HomeKeyLock(const HashPair& h) const {
+    return HomeOf(h).KeyLockFor(h);
+  }
+  // The version of a write of `h` (see "Versions" above). `current` is the
+  // key's resident version on this node, 0 if it has none; `superseded`
+  // earlier versions are consumed just before the returned one.
   // REQUIRES: the key's write lock is held.
-  uint64_t NextVersion(uint64_t current, uint32_t superseded);
+  uint64_t NextVersion(const HashPair& h, uint64_t current,
+                       uint32_t superseded);
 
   // Set without the cooperative migration.
   SetResult SetValue(const HashPair& h, std::string_view key,
@@ -713,10 +736,11 @@ class NodeShard {
   struct alignas(kCacheLineSize) VersionCounter {
     std::atomic<uint64_t> value;
   };
-  // Node i issues versions from i * 2^58 + 1 up, so the nodes' versions
-  // never meet: a key that moves (search routings) never meets a version it
-  // had before. 2^58 versions last 900 years at 10^7 writes/s, and 57 years
-  // if every write took kVersionStride of them.
+  // The counter of the keys whose home is this node, from 1 up (see
+  // "Versions"). Versions stay below 2^56, leaving the top byte free:
+  // 2^56 versions last 228 years at 10^7 writes/s of one version each, and
+  // 27 years in the worst pattern, each key inserted, overwritten once and
+  // deleted (1 + kVersionStride versions for the two writes).
   VersionCounter next_version_;
 
   // Serializes reclaimers: the worker's maintenance and writers that ran

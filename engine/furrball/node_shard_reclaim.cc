@@ -278,7 +278,7 @@ bool NodeShard::ReclaimIfExpired(const HashPair& h, uint32_t page,
   // (a writer holding one may be waiting for the reclaim mutex). Holding it,
   // no writer can give the key a fresh value between the check and the
   // erase.
-  ParkingLock& lock = config_.key_lock_for(config_.key_lock_context, h);
+  ParkingLock& lock = HomeKeyLock(h);
   if (!lock.try_lock()) return false;
   bool erased = false;
   const std::optional<KeyMeta> m = arc_->Peek(h);

@@ -211,18 +211,21 @@ SetResult NodeShard::Set(const HashPair& h, std::string_view key,
   return r;
 }
 
-uint64_t NodeShard::NextVersion(uint64_t current, uint32_t superseded) {
+uint64_t NodeShard::NextVersion(const HashPair& h, uint64_t current,
+                                uint32_t superseded) {
+  // The home's counter whichever shard holds the key: every writer of the
+  // key, on any node, holds the home's key lock and uses this one counter.
+  std::atomic<uint64_t>& counter = HomeOf(h).next_version_.value;
   const uint64_t per_key = current + 1 + superseded;
   // Relaxed: the key lock orders this load after the loads and fetch_adds
   // of the key's earlier writers, so the value read is at or above the one
   // every earlier version of the key was checked against or reserved from.
-  if (current != 0 &&
-      per_key < next_version_.value.load(std::memory_order_relaxed)) {
+  if (current != 0 && per_key < counter.load(std::memory_order_relaxed)) {
     return per_key;
   }
   const uint64_t headroom = current != 0 ? kVersionStride - 1 : 0;
-  return next_version_.value.fetch_add(1 + uint64_t{superseded} + headroom,
-                                       std::memory_order_relaxed) +
+  return counter.fetch_add(1 + uint64_t{superseded} + headroom,
+                           std::memory_order_relaxed) +
          superseded;
 }
 
@@ -284,7 +287,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
         clock.Passed(dropped.expiry_ms)) {
       stats_.Add(Counter::kTtlExpirations);
     }
-    const uint64_t version = NextVersion(cur.has_value() ? cur->version : 0,
+    const uint64_t version = NextVersion(h, cur.has_value() ? cur->version : 0,
                                          options.superseded_writes);
     const uint64_t expiry = Deadline(clock, options.ttl_ms);
     if (expiry != 0 && !has_ttl_keys_.load(std::memory_order_relaxed)) {

@@ -81,7 +81,7 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
     for (const Candidate& c : candidates) {
       // Try-lock only (see ReclaimIfExpired). Holding the key lock, no
       // writer can change the key between the check and the index entry.
-      ParkingLock& lock = config_.key_lock_for(config_.key_lock_context, c.hash);
+      ParkingLock& lock = HomeKeyLock(c.hash);
       if (!lock.try_lock()) continue;
       const std::optional<KeyMeta> m = arc_->Peek(c.hash);
       if (m.has_value() && *m == c.meta) {
@@ -144,7 +144,7 @@ GetResult NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
     // Gone (removed for the disk budget) or unreadable: the key is a miss
     // from now on. Never serve what fails its checksum.
     if (!absl::IsNotFound(blob.status())) stats_.Add(Counter::kSpillErrors);
-    ParkingLockHolder l(config_.key_lock_for(config_.key_lock_context, wanted));
+    ParkingLockHolder l(HomeKeyLock(wanted));
     spill_index_->TakeIf(wanted, wanted_entry);
     return wanted_result;
   }
@@ -152,7 +152,7 @@ GetResult NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
   const uint64_t now = NowMs();
   for (const spill::PageBlobEntry& e : blob->entries) {
     if (!config_.spill_reload_whole_page && !(e.hash == wanted)) continue;
-    ParkingLockHolder l(config_.key_lock_for(config_.key_lock_context, e.hash));
+    ParkingLockHolder l(HomeKeyLock(e.hash));
     SpilledKey entry;
     // Only the exact copy the index still names comes back: a key written or
     // deleted since the spill has no entry (or a newer one).
@@ -233,7 +233,7 @@ void NodeShard::SweepSpillIndex() {
        spill_index_->FindStale(now, kSlice, &sweep_cursor_)) {
     // Try-lock only (the reclaim mutex holder never waits for a key lock);
     // a key whose lock is busy is met again next round.
-    ParkingLock& lock = config_.key_lock_for(config_.key_lock_context, h);
+    ParkingLock& lock = HomeKeyLock(h);
     if (!lock.try_lock()) continue;
     if (spill_index_->TakeIf(h, key) && key.Expired(now)) {
       stats_.Add(Counter::kTtlExpirations);
@@ -288,7 +288,7 @@ void NodeShard::RestoreSpilled(
     const std::vector<std::pair<HashPair, SpilledKey>>& keys,
     uint64_t max_version) {
   for (const auto& [h, key] : keys) {
-    ParkingLockHolder l(config_.key_lock_for(config_.key_lock_context, h));
+    ParkingLockHolder l(HomeKeyLock(h));
     spill_index_->Add(h, key);
   }
   uint64_t next = next_version_.value.load(std::memory_order_relaxed);

@@ -128,10 +128,10 @@ class NodeShardTest : public ::testing::Test {
     c.reclaim_patience = reclaim_patience;
     c.clock = &clock_;
     c.spill_cold_pages = cold_pages_;
-    c.key_lock_for = [](void* self, const HashPair& h) -> ParkingLock& {
-      return static_cast<NodeShardTest*>(self)->LockFor(h);
+    c.home_of = [](void* self, const HashPair&) -> NodeShard& {
+      return *static_cast<NodeShardTest*>(self)->shard_;
     };
-    c.key_lock_context = this;
+    c.home_context = this;
     auto shard = NodeShard::Create(c, numatic_.get());
     ASSERT_TRUE(shard.ok()) << shard.status();
     shard_ = std::move(*shard);
