@@ -226,6 +226,8 @@
 #ifndef FURRBALLS_ENGINE_CMAP_CMAP_H_
 #define FURRBALLS_ENGINE_CMAP_CMAP_H_
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -411,6 +413,25 @@ class CMap {
   // (the caller's lock); h1 == h2 for every key; dest holds none of ours.
   size_t MoveSomeTo(CMap& dest, size_t* cursor, size_t max_keys);
 
+  // The slot bytes of a group.
+  static constexpr size_t SlotBytesPerGroup() {
+    return Slots::BytesFor(kGroupWidth);
+  }
+  // Gives back, through the allocator's Release, the whole pages of slots
+  // that lie below group `to` and not below group `from` (an earlier call's
+  // `to`), so that successive calls over a growing prefix release each page
+  // once. Those slots then read as zeros (seq 0, fingerprint 0); control
+  // bytes and overflow counts are kept, so probes still walk past them.
+  // Returns the bytes released. REQUIRES: no slot below group `to` holds a
+  // key, and none ever will (ResizableCMap's old table behind its
+  // migration cursor: resizable_cmap.h, "Released behind the cursor").
+  size_t ReleaseSlotsBelow(size_t from, size_t to) {
+    if (!ok() || to <= from) return 0;
+    return ReleasePagesBetween(slot_memory_,
+                               Slots::BytesFor(from * kGroupWidth),
+                               Slots::BytesFor(to * kGroupWidth));
+  }
+
   // Gives the table's memory back through the allocator's Release: it then
   // reads as zeros, an empty table (control bytes EMPTY, seq 0, overflow
   // counts 0), and is deallocated only by the destructor, so that lock-free
@@ -448,6 +469,19 @@ class CMap {
     size_t free_index = 0;   // groups on the path before free's group
     size_t groups_visited = 0;
   };
+
+  // The whole pages of `memory` (an allocation) that lie in [0, end) and
+  // not in [0, begin): [floor(begin), floor(end)) in page units, never
+  // below the allocation's first whole page.
+  size_t ReleasePagesBetween(void* memory, size_t begin, size_t end) const {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t base = reinterpret_cast<uintptr_t>(memory);
+    const uintptr_t first = (base + page - 1) / page * page;
+    const uintptr_t from = std::max(first, (base + begin) / page * page);
+    const uintptr_t to = (base + end) / page * page;
+    if (to <= from) return 0;
+    return alloc_.Release(reinterpret_cast<void*>(from), to - from);
+  }
 
   static size_t GroupsFor(size_t capacity) {
     const size_t slots =
