@@ -75,6 +75,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -238,7 +239,7 @@ class ConcurrentARC {
     SpinLockHolder hold(lock_);
     DrainLocked();
     if (growth_installed_) {
-      tail.finished = GrowStepLocked(kGrowMovesPerSet, &tail.retired);
+      tail.finished = GrowStepLocked(kGrowMovesPerSet, &tail);
     }
     return policy_.lists().WithGrowthMode(
         [&](auto mode) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -417,7 +418,7 @@ class ConcurrentARC {
     {
       SpinLockHolder hold(lock_);
       if (growth_installed_) {
-        tail.finished = GrowStepLocked(max_moves, &tail.retired);
+        tail.finished = GrowStepLocked(max_moves, &tail);
       }
     }
     tail.Finish();
@@ -447,6 +448,15 @@ class ConcurrentARC {
   // (CMap reports its own memory).
   size_t policy_memory_bytes() const {
     return policy_memory_bytes_.load(std::memory_order_relaxed);
+  }
+  // Bytes still mapped whose pages were given back: the key table's
+  // retired tables and the old table's slots behind its migration cursor
+  // (ResizableCMap::released_bytes), and while growing the old index,
+  // arena and records behind theirs (ArcFlatLists::GrowStep). What the
+  // structures hold in memory is what they map less this.
+  size_t released_bytes() const {
+    return table_.released_bytes() +
+           arc_released_bytes_.load(std::memory_order_relaxed);
   }
 
   // Diagnostics; each takes the SpinLock.
@@ -507,16 +517,38 @@ class ConcurrentARC {
         policy_(std::move(policy)),
         policy_memory_bytes_(policy_.memory_bytes()) {}
 
-  // Releases what a growth step retired once the lock is dropped: declared
-  // before the SpinLockHolder, so destroyed after it.
+  // Gives back, once the lock is dropped, the old pages a growth step left
+  // behind (table and ARC state), and frees what the finishing step
+  // retired: declared before the SpinLockHolder, so destroyed after it.
+  // A step that handed out ARC pages (`spans`) counts itself in
+  // spans_outstanding_ under the lock; the finishing step's tail waits for
+  // that count to reach 0 before it frees the old arrays, so no madvise
+  // ever runs on a range that was unmapped (and perhaps mapped again for
+  // something else).
   struct GrowthTail {
     explicit GrowthTail(ConcurrentARC* arc) : arc(arc) {}
     ~GrowthTail() { Finish(); }
     void Finish() {
-      if (!finished || released) return;
+      if (done || !stepped) return;  // no growth step ran: nothing to do
+      done = true;
+      if (!finished) {
+        if (spans) {
+          arc->arc_released_bytes_.fetch_add(retired.Release(),
+                                             std::memory_order_relaxed);
+          // release: the finishing tail's acquire load sees the add.
+          arc->spans_outstanding_.fetch_sub(1, std::memory_order_release);
+        }
+        arc->table_.ReleaseRetired(ArcFlatLists<>::kReleaseBatchBytes);
+        return;
+      }
+      while (arc->spans_outstanding_.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield();  // another step's tail is in madvise
+      }
+      // Before the unmap: the accounting may count these bytes as held a
+      // moment too long, never as released once they are unmapped.
+      arc->arc_released_bytes_.store(0, std::memory_order_relaxed);
       retired.Release();
       arc->table_.ReleaseRetired();
-      released = true;
       // Only now is the growth over: growing() stays true until the old
       // memory is gone, so the engine's accounting (and the next Grow)
       // never sees a finished growth whose memory is still mapped.
@@ -525,8 +557,10 @@ class ConcurrentARC {
     }
     ConcurrentARC* arc;
     RetiredMemory retired;
-    bool finished = false;
-    bool released = false;
+    bool stepped = false;   // a growth step ran (GrowStepLocked)
+    bool finished = false;  // this step completed the growth
+    bool spans = false;     // this step handed out ARC pages to release
+    bool done = false;
   };
 
   // The Grow of the claimant of growing_. Reads ARC's state without the
@@ -571,11 +605,22 @@ class ConcurrentARC {
   // growth (its retired ARC memory is then in *retired; the GrowthTail
   // releases it after the lock and then gives growing_ back). REQUIRES: a
   // growth is installed.
-  bool GrowStepLocked(size_t max_moves, RetiredMemory* retired)
+  bool GrowStepLocked(size_t max_moves, GrowthTail* tail)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    tail->stepped = true;
+    RetiredMemory* const retired = &tail->retired;
     const size_t table_left = table_.MigrateSome(max_moves);
-    const bool policy_done = policy_.GrowStep(max_moves);
-    if (table_left != 0 || !policy_done) return false;
+    const bool policy_done = policy_.GrowStep(max_moves, retired);
+    if (table_left != 0 || !policy_done) {
+      tail->spans = !retired->empty();
+      if (tail->spans) {
+        spans_outstanding_.fetch_add(1, std::memory_order_relaxed);
+      }
+      return false;
+    }
+    // The finishing step's own spans lie in the arrays it retires, which
+    // its tail frees whole.
+    retired->DropReleases();
     policy_.TakeRetired(retired);
     policy_memory_bytes_.store(policy_.memory_bytes(),
                                std::memory_order_relaxed);
@@ -689,6 +734,11 @@ class ConcurrentARC {
   // Between the install of a growth and the step that completes it.
   bool growth_installed_ ABSL_GUARDED_BY(lock_) = false;
   std::atomic<size_t> policy_memory_bytes_;
+  // GrowthTail: steps whose ARC pages are still being given back, and the
+  // bytes given back of the old arrays, which are mapped until the growth
+  // ends.
+  std::atomic<uint32_t> spans_outstanding_{0};
+  std::atomic<size_t> arc_released_bytes_{0};
   // Enqueue is lock-free; Drain is serialized by lock_ (DrainLocked).
   PromoteBuf promote_buf_;
   Counters counters_;

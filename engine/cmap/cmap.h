@@ -226,8 +226,6 @@
 #ifndef FURRBALLS_ENGINE_CMAP_CMAP_H_
 #define FURRBALLS_ENGINE_CMAP_CMAP_H_
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -427,9 +425,10 @@ class CMap {
   // migration cursor: resizable_cmap.h, "Released behind the cursor").
   size_t ReleaseSlotsBelow(size_t from, size_t to) {
     if (!ok() || to <= from) return 0;
-    return ReleasePagesBetween(slot_memory_,
-                               Slots::BytesFor(from * kGroupWidth),
-                               Slots::BytesFor(to * kGroupWidth));
+    const RawAllocator::PageSpan span = RawAllocator::WholePagesBetween(
+        slot_memory_, Slots::BytesFor(from * kGroupWidth),
+        Slots::BytesFor(to * kGroupWidth));
+    return span.bytes == 0 ? 0 : alloc_.Release(span.p, span.bytes);
   }
 
   // Gives the table's memory back through the allocator's Release: it then
@@ -469,19 +468,6 @@ class CMap {
     size_t free_index = 0;   // groups on the path before free's group
     size_t groups_visited = 0;
   };
-
-  // The whole pages of `memory` (an allocation) that lie in [0, end) and
-  // not in [0, begin): [floor(begin), floor(end)) in page units, never
-  // below the allocation's first whole page.
-  size_t ReleasePagesBetween(void* memory, size_t begin, size_t end) const {
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t base = reinterpret_cast<uintptr_t>(memory);
-    const uintptr_t first = (base + page - 1) / page * page;
-    const uintptr_t from = std::max(first, (base + begin) / page * page);
-    const uintptr_t to = (base + end) / page * page;
-    if (to <= from) return 0;
-    return alloc_.Release(reinterpret_cast<void*>(from), to - from);
-  }
 
   static size_t GroupsFor(size_t capacity) {
     const size_t slots =
