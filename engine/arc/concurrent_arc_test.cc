@@ -1,7 +1,5 @@
 #include "engine/arc/concurrent_arc.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -22,6 +20,7 @@
 #include "engine/arc/reference_arc.h"
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
+#include "engine/common/proc_status_testing.h"
 #include "engine/common/raw_allocator.h"
 
 namespace furrballs {
@@ -423,16 +422,6 @@ TEST(ConcurrentArcTest, GivingMemoryBackRacesSetsAndFinds) {
 }
 
 #if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-size_t RssBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  size_t pages = 0, resident = 0;
-  if (f != nullptr) {
-    if (std::fscanf(f, "%zu %zu", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
-
 // What the engine plans for a growth (memory_plan.cc,
 // KeyTableGrowthPeakBytes): the new generation whole plus a quarter of the
 // old one in memory at once. Checked on the RSS between growth steps, with
@@ -453,7 +442,7 @@ TEST(ConcurrentArcTest, AGrowthHoldsTheNewTableAndAQuarterOfTheOld) {
     for (uint64_t i = 0; i < c; ++i) {
       arc->Set(TraceKey(i), ValueOf(TraceKey(i)));
     }
-    const size_t start = RssBytes();
+    const size_t start = VmRssBytes();
     ASSERT_TRUE(arc->Grow(2 * c).ok());
     size_t peak = start;
     uint64_t next = c;
@@ -462,9 +451,9 @@ TEST(ConcurrentArcTest, AGrowthHoldsTheNewTableAndAQuarterOfTheOld) {
         arc->Set(TraceKey(next), ValueOf(TraceKey(next)));
       }
       done = arc->GrowStep(4096);
-      peak = std::max(peak, RssBytes());
+      peak = std::max(peak, VmRssBytes());
     }
-    const size_t end = RssBytes();
+    const size_t end = VmRssBytes();
     const double mib = 1048576.0;
     std::printf("%d Sets a step: RSS %.2f -> peak %.2f -> %.2f MiB; a quarter "
                 "of the old generation %.2f MiB\n",

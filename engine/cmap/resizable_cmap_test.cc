@@ -6,10 +6,7 @@
 // races readers against growth.
 #include "engine/cmap/resizable_cmap.h"
 
-#include <unistd.h>
-
 #include <cstdint>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <vector>
@@ -20,6 +17,7 @@
 #include "engine/cmap/internal/test_meta.h"
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
+#include "engine/common/proc_status_testing.h"
 #include "engine/common/raw_allocator.h"
 
 namespace furrballs {
@@ -314,16 +312,6 @@ TEST(ResizableCMapTest, GrowsRepeatedly) {
   EXPECT_GT(released, 0u);
 }
 
-size_t RssBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  size_t pages = 0, resident = 0;
-  if (f != nullptr) {
-    if (std::fscanf(f, "%zu %zu", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
-
 // The retired table's pages leave the RSS; a stale probe of it (a reader
 // that loaded the table before it was retired) misses every key, without a
 // fault, and the slots it held read as never written (seq 0), which a
@@ -341,9 +329,9 @@ TEST(ResizableCMapTest, ReleaseRetiredGivesPagesBackAndStaleProbesMiss) {
             Error::kOk);
   while (m.MigrateSome(64) > 0) {
   }
-  const size_t before = RssBytes();
+  const size_t before = VmRssBytes();
   const size_t released = m.ReleaseRetired();
-  const size_t after = RssBytes();
+  const size_t after = VmRssBytes();
   EXPECT_GE(released, Map::BytesFor(kKeys) - 2 * 4096);
   EXPECT_GE(before - after, released * 9 / 10)
       << "RSS " << before << " -> " << after << " bytes";

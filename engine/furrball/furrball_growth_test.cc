@@ -23,7 +23,7 @@
 
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/furrball_testing.h"
-#include "engine/furrball/proc_status_testing.h"
+#include "engine/common/proc_status_testing.h"
 
 namespace furrballs {
 namespace {
