@@ -130,13 +130,11 @@ uint64_t KeyTableBytes(uint64_t keys) {
 }
 
 uint64_t KeyTableGrowthPeakBytes(uint64_t from, uint64_t to) {
-  // The new table whole: keys of the new table land all over it (inserts
-  // at random, the rehash along the old table's order), so it can be all
-  // in memory before the old one is all given back. A quarter of the old
-  // one: what the migration has not yet given back when the new one is
-  // touched, with the release batches (64 KiB per array) in flight; the
-  // measured peak (memory_plan.h) stayed below the new table alone plus
-  // what the old one held at the start less what was released.
+  // The new table whole: new keys land all over it, so it can be all in
+  // memory before the old one is all given back. A quarter of the old one:
+  // what the migration has not given back yet while the new one fills,
+  // with the release batches (64 KiB per array) in flight; measured at
+  // most 0.15 of it (memory_plan.h).
   return KeyTableBytes(to) + KeyTableBytes(from) / 4;
 }
 
