@@ -211,6 +211,8 @@ class ArcFlatLists {
         arena_pending_(other.arena_pending_),
         keys_copied_(other.keys_copied_),
         keys_pending_(other.keys_pending_),
+        arena_handed_out_(other.arena_handed_out_),
+        keys_handed_out_(other.keys_handed_out_),
         old_capacity_(other.old_capacity_),
         capacity_(other.capacity_),
         free_head_(other.free_head_),
@@ -388,21 +390,39 @@ class ArcFlatLists {
     arena_pending_ = high_water_;
     keys_copied_ = 0;
     keys_pending_ = record_high_water_;
+    arena_handed_out_ = 0;
+    keys_handed_out_ = 0;
     index_.BeginGrow(*std::move(growth.index_));
   }
 
   // Moves up to `max_moves` index entries into the bigger table and copies
   // up to 16 * max_moves slots and 8 * max_moves records into the new
   // arena. Returns true once all of it is done (then TakeRetired frees the
-  // old generation).
-  bool GrowStep(size_t max_moves) {
+  // old generation). With `released`, also hands it the whole pages of the
+  // old index, arena and records that the cursors left behind, in batches
+  // of at least kReleaseBatchBytes each, to give back after the lock: no
+  // operation reads the old arena or records below their copy cursor (At
+  // and Record go to the new ones there), nor the old index below its scan
+  // (ArcIndex::TakeReleasable).
+  bool GrowStep(size_t max_moves, RetiredMemory* released = nullptr) {
     const bool index_done = index_.MigrateSome(
         max_moves, [this](uint32_t s) { return HighOfSlot(s); });
     CopySome(old_arena_, arena_, 16 * max_moves, &arena_copied_,
              &arena_pending_);
     CopySome(old_keys_, keys_, 8 * max_moves, &keys_copied_, &keys_pending_);
+    if (released != nullptr) {
+      released->AddRelease(index_.TakeReleasable(kReleaseBatchBytes), alloc_);
+      released->AddRelease(
+          TakeCopied(old_arena_, arena_copied_, &arena_handed_out_), alloc_);
+      released->AddRelease(
+          TakeCopied(old_keys_, keys_copied_, &keys_handed_out_), alloc_);
+    }
     return index_done && arena_pending_ == 0 && keys_pending_ == 0;
   }
+
+  // The least a GrowStep hands out for release from one array: fewer,
+  // larger madvise calls.
+  static constexpr size_t kReleaseBatchBytes = 64 << 10;
 
   // From BeginGrow until TakeRetired has taken the old generation.
   bool growing() const { return old_arena_ != nullptr; }
@@ -493,6 +513,19 @@ class ArcFlatLists {
         free_head_(kArcNil),
         index_(*std::move(g.index_)),
         alloc_(g.alloc_) {}
+
+  // The whole pages of an old array below its first `copied` entries that
+  // were not handed out yet (*handed_out bytes were), once a batch is ready.
+  template <typename T>
+  static RawAllocator::PageSpan TakeCopied(T* old, uint32_t copied,
+                                           size_t* handed_out) {
+    const size_t end = size_t{copied} * sizeof(T);
+    if (old == nullptr || end < *handed_out + kReleaseBatchBytes) return {};
+    const RawAllocator::PageSpan span =
+        RawAllocator::WholePagesBetween(old, *handed_out, end);
+    *handed_out = end;
+    return span;
+  }
 
   // Copies up to `max` entries of the range still in the old array.
   template <typename T>
@@ -611,6 +644,9 @@ class ArcFlatLists {
   uint32_t arena_pending_ = 0;
   uint32_t keys_copied_ = 0;
   uint32_t keys_pending_ = 0;
+  // Bytes of the old arena and records handed out for release (TakeCopied).
+  size_t arena_handed_out_ = 0;
+  size_t keys_handed_out_ = 0;
   uint32_t old_capacity_ = 0;
   uint32_t capacity_;
   uint32_t free_head_;   // removed slots, chained through `next`

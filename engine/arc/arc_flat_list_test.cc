@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -402,6 +403,59 @@ TEST(ArcFlatListsTest, GrowthMustBeLargerAndFitTheSlotEncoding) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A growth that gives back the old index, arena and records behind its
+// cursors after every step (madvise: the pages then read as zeros) keeps
+// every key where it was, while keys are pushed and removed, and gives
+// most of the old generation back before it ends.
+TEST(ArcFlatListsTest, ReleasingBehindTheCursorsKeepsEveryKey) {
+  constexpr uint32_t c = 20'000;
+  absl::StatusOr<ArcFlatLists<>> made =
+      ArcFlatLists<>::Create(c, RawAllocator::Mapped());
+  ASSERT_TRUE(made.ok());
+  ArcFlatLists<>& lists = *made;
+  std::map<uint64_t, ArcList> model;
+  for (uint64_t i = 0; i < 2 * c; ++i) {
+    const ArcList l = i % 2 == 0 ? ArcList::kT1 : ArcList::kB2;
+    ASSERT_NE(lists.PushFront(l, TraceKey(i)), kArcNil);
+    model[i] = l;
+  }
+  absl::StatusOr<ArcFlatLists<>::Growth> g = lists.AllocateGrowth(2 * c);
+  ASSERT_TRUE(g.ok());
+  lists.BeginGrow(*std::move(g));
+  size_t released = 0, checks = 0;
+  uint64_t next = 2 * c;
+  bool done = false;
+  while (!done) {
+    RetiredMemory retired;
+    done = lists.GrowStep(5, &retired);
+    if (done) break;
+    const size_t b = retired.Release();
+    released += b;
+    // A push (to the new arena) and a removal, wherever the key is.
+    ASSERT_NE(lists.PushFront(ArcList::kT2, TraceKey(next)), kArcNil);
+    model[next++] = ArcList::kT2;
+    const uint64_t victim = (next * 7919) % (2 * c);
+    if (const auto it = model.find(victim); it != model.end()) {
+      lists.Remove(lists.Find(TraceKey(victim)));
+      model.erase(it);
+    }
+    if (b == 0) continue;
+    ++checks;
+    for (const auto& [i, l] : model) {
+      ASSERT_EQ(lists.Where(TraceKey(i)), l) << "key " << i;
+      if (IsResident(l)) {
+        ASSERT_EQ(lists.key(lists.Find(TraceKey(i))), TraceKey(i)) << i;
+      }
+    }
+  }
+  EXPECT_GT(checks, 5u);
+  EXPECT_GE(released, ArcFlatLists<>::BytesFor(c) / 2);
+  RetiredMemory retired;
+  lists.TakeRetired(&retired);
+  retired.Release();
+  for (const auto& [i, l] : model) ASSERT_EQ(lists.Where(TraceKey(i)), l) << i;
 }
 
 // A growth holds both generations until it ends, then only the new one.

@@ -155,6 +155,7 @@ class ArcIndex {
       : table_(std::exchange(other.table_, Table{})),
         old_(std::exchange(other.old_, Table{})),
         scan_(other.scan_),
+        handed_out_(other.handed_out_),
         alloc_(other.alloc_) {}
   ArcIndex& operator=(ArcIndex&& other) noexcept {
     if (this != &other) {
@@ -162,6 +163,7 @@ class ArcIndex {
       table_ = std::exchange(other.table_, Table{});
       old_ = std::exchange(other.old_, Table{});
       scan_ = other.scan_;
+      handed_out_ = other.handed_out_;
       alloc_ = other.alloc_;
     }
     return *this;
@@ -219,6 +221,7 @@ class ArcIndex {
   void BeginGrow(ArcIndex&& bigger) {
     old_ = std::exchange(table_, std::exchange(bigger.table_, Table{}));
     scan_ = 0;
+    handed_out_ = 0;
   }
 
   // Moves up to `max_moves` entries from the old table to the new one,
@@ -246,6 +249,25 @@ class ArcIndex {
 
   // True from BeginGrow until TakeRetired after the migration.
   bool growing() const { return old_.data != nullptr; }
+
+  // While growing: the whole pages of the old table below the scan that no
+  // earlier call handed out, once at least `min_bytes` are ready (an empty
+  // span otherwise), for the caller to give back after its lock
+  // (RetiredMemory::AddRelease). Every bucket below the scan is empty and
+  // stays empty (inserts go to the new table; an erase's backward shift
+  // writes only at or above the bucket it empties, and its walk stops at
+  // an empty bucket), and an empty bucket is all zero bytes, which is what
+  // a released page reads as: a probe that reads one, from a home below
+  // the scan or wrapping past the end, sees the same empty bucket either
+  // way.
+  RawAllocator::PageSpan TakeReleasable(size_t min_bytes) {
+    const size_t end = scan_ * sizeof(Bucket);
+    if (!growing() || end < handed_out_ + min_bytes) return {};
+    const RawAllocator::PageSpan span =
+        RawAllocator::WholePagesBetween(old_.data, handed_out_, end);
+    handed_out_ = end;
+    return span;
+  }
 
   // After MigrateSome returned true: the old table's memory, for the caller
   // to free with no lock held ({nullptr, 0} if there is none). Ends growth.
@@ -380,9 +402,11 @@ class ArcIndex {
   }
 
   Table table_;
-  // While growing: the table being emptied, scanned from bucket scan_ on.
+  // While growing: the table being emptied, scanned from bucket scan_ on;
+  // its bytes below handed_out_ were given to TakeReleasable's callers.
   Table old_;
   size_t scan_ = 0;
+  size_t handed_out_ = 0;
   RawAllocator alloc_;
 };
 

@@ -290,8 +290,12 @@ class BasicArcPolicy {
     capacity_ = growth.capacity();
     lists_.BeginGrow(std::move(growth));
   }
-  // Bounded work (up to `max_moves` index entries); true once done.
-  bool GrowStep(size_t max_moves) { return lists_.GrowStep(max_moves); }
+  // Bounded work (up to `max_moves` index entries); true once done. With
+  // `released`, the old pages the step left behind, to give back after the
+  // lock (ArcFlatLists::GrowStep).
+  bool GrowStep(size_t max_moves, RetiredMemory* released = nullptr) {
+    return lists_.GrowStep(max_moves, released);
+  }
   bool growing() const { return lists_.growing(); }
   // After GrowStep returned true: the old memory, to free after the lock.
   void TakeRetired(RetiredMemory* out) { lists_.TakeRetired(out); }

@@ -56,8 +56,10 @@
 // capacity, and the old table's keys, ARC's index entries, arena slots and
 // key records move over a few at a time: GrowStep (the node's worker, in
 // its maintenance pass) and every Set while growing (kGrowMovesPerSet, so
-// a growth ends even with no worker). When all have moved, the old memory
-// is released after the lock is dropped (RetiredMemory, ReleaseRetired).
+// a growth ends even with no worker). After each step, once the lock is
+// dropped, the old pages its cursors left behind are given back (the
+// GrowthTail below); when all have moved, the old memory is released
+// (RetiredMemory, ReleaseRetired).
 // One growth at a time: `growing_` is claimed by Grow and given back, under
 // the SpinLock, by the step that finishes (or by a Grow that failed).
 //
@@ -75,6 +77,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -165,8 +168,16 @@ class ConcurrentARC {
   using Options = ConcurrentArcOptions<Value>;
 
   // Old-table keys, index entries (and 16 slots and 8 key records per
-  // entry) moved by every Set while growing.
-  static constexpr size_t kGrowMovesPerSet = 2;
+  // entry) moved by every Set while growing: about 10 us under the lock
+  // (cmap_bench's migrate_some_64, the table's part: 6-9 us).
+  // So many because a new key lands anywhere in the new table and index,
+  // bringing a whole page of them into memory: the fewer keys arrive
+  // before the old generation is given back behind the cursors, the lower
+  // the growth's peak. With 2 a Set, 1,000 Sets between the worker's steps
+  // held the old generation's bytes 0.42 times above both the start and the
+  // end of a 100,000 -> 200,000 growth; with 64, 0.15 (concurrent_arc_test,
+  // AGrowthHoldsTheNewTableAndAQuarterOfTheOld).
+  static constexpr size_t kGrowMovesPerSet = 64;
 
   static absl::StatusOr<std::unique_ptr<ConcurrentARC>> Create(
       const Options& options) {
@@ -238,7 +249,7 @@ class ConcurrentARC {
     SpinLockHolder hold(lock_);
     DrainLocked();
     if (growth_installed_) {
-      tail.finished = GrowStepLocked(kGrowMovesPerSet, &tail.retired);
+      tail.finished = GrowStepLocked(kGrowMovesPerSet, &tail);
     }
     return policy_.lists().WithGrowthMode(
         [&](auto mode) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -417,7 +428,7 @@ class ConcurrentARC {
     {
       SpinLockHolder hold(lock_);
       if (growth_installed_) {
-        tail.finished = GrowStepLocked(max_moves, &tail.retired);
+        tail.finished = GrowStepLocked(max_moves, &tail);
       }
     }
     tail.Finish();
@@ -429,16 +440,6 @@ class ConcurrentARC {
     return ResizableCMap<Value>::BytesFor(capacity) +
            ArcFlatLists<>::BytesFor(capacity);
   }
-  // What is mapped while growing from `from` to `to`: both tables and both
-  // generations of ARC's state. After the growth ARC keeps
-  // ArcFlatLists<>::BytesFor(to); the table keeps ResizableCMap's account
-  // (its retired tables' pages are released, their ranges stay mapped:
-  // resizable_cmap.h, "Released tables").
-  static size_t GrowthPeakBytes(uint32_t from, uint32_t to) {
-    return ResizableCMap<Value>::BytesFor(from) +
-           ResizableCMap<Value>::BytesFor(to) +
-           ArcFlatLists<>::GrowthPeakBytes(from, to);
-  }
   // Resident entries, as CMap counts them.
   size_t size() const { return table_.size(); }
   // Live keys CMap admits (== capacity()).
@@ -447,6 +448,15 @@ class ConcurrentARC {
   // (CMap reports its own memory).
   size_t policy_memory_bytes() const {
     return policy_memory_bytes_.load(std::memory_order_relaxed);
+  }
+  // Bytes still mapped whose pages were given back: the key table's
+  // retired tables and the old table's slots behind its migration cursor
+  // (ResizableCMap::released_bytes), and while growing the old index,
+  // arena and records behind theirs (ArcFlatLists::GrowStep). What the
+  // structures hold in memory is what they map less this.
+  size_t released_bytes() const {
+    return table_.released_bytes() +
+           arc_released_bytes_.load(std::memory_order_relaxed);
   }
 
   // Diagnostics; each takes the SpinLock.
@@ -507,16 +517,38 @@ class ConcurrentARC {
         policy_(std::move(policy)),
         policy_memory_bytes_(policy_.memory_bytes()) {}
 
-  // Releases what a growth step retired once the lock is dropped: declared
-  // before the SpinLockHolder, so destroyed after it.
+  // Gives back, once the lock is dropped, the old pages a growth step left
+  // behind (table and ARC state), and frees what the finishing step
+  // retired: declared before the SpinLockHolder, so destroyed after it.
+  // A step that handed out ARC pages (`spans`) counts itself in
+  // spans_outstanding_ under the lock; the finishing step's tail waits for
+  // that count to reach 0 before it frees the old arrays, so no madvise
+  // ever runs on a range that was unmapped (and perhaps mapped again for
+  // something else).
   struct GrowthTail {
     explicit GrowthTail(ConcurrentARC* arc) : arc(arc) {}
     ~GrowthTail() { Finish(); }
     void Finish() {
-      if (!finished || released) return;
+      if (done || !stepped) return;  // no growth step ran: nothing to do
+      done = true;
+      if (!finished) {
+        if (spans) {
+          arc->arc_released_bytes_.fetch_add(retired.Release(),
+                                             std::memory_order_relaxed);
+          // release: the finishing tail's acquire load sees the add.
+          arc->spans_outstanding_.fetch_sub(1, std::memory_order_release);
+        }
+        arc->table_.ReleaseRetired(ArcFlatLists<>::kReleaseBatchBytes);
+        return;
+      }
+      while (arc->spans_outstanding_.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield();  // another step's tail is in madvise
+      }
+      // Before the unmap: the accounting may count these bytes as held a
+      // moment too long, never as released once they are unmapped.
+      arc->arc_released_bytes_.store(0, std::memory_order_relaxed);
       retired.Release();
       arc->table_.ReleaseRetired();
-      released = true;
       // Only now is the growth over: growing() stays true until the old
       // memory is gone, so the engine's accounting (and the next Grow)
       // never sees a finished growth whose memory is still mapped.
@@ -525,8 +557,10 @@ class ConcurrentARC {
     }
     ConcurrentARC* arc;
     RetiredMemory retired;
-    bool finished = false;
-    bool released = false;
+    bool stepped = false;   // a growth step ran (GrowStepLocked)
+    bool finished = false;  // this step completed the growth
+    bool spans = false;     // this step handed out ARC pages to release
+    bool done = false;
   };
 
   // The Grow of the claimant of growing_. Reads ARC's state without the
@@ -571,11 +605,22 @@ class ConcurrentARC {
   // growth (its retired ARC memory is then in *retired; the GrowthTail
   // releases it after the lock and then gives growing_ back). REQUIRES: a
   // growth is installed.
-  bool GrowStepLocked(size_t max_moves, RetiredMemory* retired)
+  bool GrowStepLocked(size_t max_moves, GrowthTail* tail)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    tail->stepped = true;
+    RetiredMemory* const retired = &tail->retired;
     const size_t table_left = table_.MigrateSome(max_moves);
-    const bool policy_done = policy_.GrowStep(max_moves);
-    if (table_left != 0 || !policy_done) return false;
+    const bool policy_done = policy_.GrowStep(max_moves, retired);
+    if (table_left != 0 || !policy_done) {
+      tail->spans = !retired->empty();
+      if (tail->spans) {
+        spans_outstanding_.fetch_add(1, std::memory_order_relaxed);
+      }
+      return false;
+    }
+    // The finishing step's own spans lie in the arrays it retires, which
+    // its tail frees whole.
+    retired->DropReleases();
     policy_.TakeRetired(retired);
     policy_memory_bytes_.store(policy_.memory_bytes(),
                                std::memory_order_relaxed);
@@ -689,6 +734,11 @@ class ConcurrentARC {
   // Between the install of a growth and the step that completes it.
   bool growth_installed_ ABSL_GUARDED_BY(lock_) = false;
   std::atomic<size_t> policy_memory_bytes_;
+  // GrowthTail: steps whose ARC pages are still being given back, and the
+  // bytes given back of the old arrays, which are mapped until the growth
+  // ends.
+  std::atomic<uint32_t> spans_outstanding_{0};
+  std::atomic<size_t> arc_released_bytes_{0};
   // Enqueue is lock-free; Drain is serialized by lock_ (DrainLocked).
   PromoteBuf promote_buf_;
   Counters counters_;

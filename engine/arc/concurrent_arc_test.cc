@@ -1,7 +1,9 @@
 #include "engine/arc/concurrent_arc.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <latch>
 #include <memory>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "engine/arc/reference_arc.h"
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
+#include "engine/common/proc_status_testing.h"
 #include "engine/common/raw_allocator.h"
 
 namespace furrballs {
@@ -343,11 +346,128 @@ TEST(ConcurrentArcTest, AGrowthEndsWhenItsMemoryIsReleased) {
   EXPECT_EQ(arc.CheckInvariants(), "");
 }
 
+std::unique_ptr<Arc> MakeMapped(uint32_t capacity) {
+  Arc::Options options;
+  options.capacity = capacity;
+  options.allocator = RawAllocator::Mapped();
+  absl::StatusOr<std::unique_ptr<Arc>> made = Arc::Create(options);
+  EXPECT_TRUE(made.ok()) << made.status();
+  return made.ok() ? *std::move(made) : nullptr;
+}
+
+// A growth gives the old table's slots and the old ARC arrays back behind
+// its cursors while it goes on: half-way through, a third of the old
+// generation's bytes are released; at the end, the old table's whole.
+TEST(ConcurrentArcTest, AGrowthGivesTheOldMemoryBackAsItGoes) {
+  constexpr uint32_t c = 40'000;
+  std::unique_ptr<Arc> arc = MakeMapped(c);
+  ASSERT_NE(arc, nullptr);
+  for (uint64_t i = 0; i < c; ++i) arc->Set(TraceKey(i), ValueOf(TraceKey(i)));
+  EXPECT_EQ(arc->released_bytes(), 0u);
+  ASSERT_TRUE(arc->Grow(2 * c).ok());
+  for (uint32_t moved = 0; moved < c / 2; moved += 64) {
+    ASSERT_FALSE(arc->GrowStep(64));
+  }
+  EXPECT_GE(arc->released_bytes(), Arc::BytesFor(c) / 3);
+  while (!arc->GrowStep(64)) {
+  }
+  EXPECT_GE(arc->released_bytes(),
+            ResizableCMap<uint64_t>::BytesFor(c) - 3 * 4096);
+  EXPECT_LE(arc->released_bytes(), ResizableCMap<uint64_t>::BytesFor(c));
+  for (uint64_t i = 0; i < c; ++i) {
+    ASSERT_EQ(arc->Find(TraceKey(i)), ValueOf(TraceKey(i))) << i;
+  }
+  EXPECT_EQ(arc->CheckInvariants(), "");
+}
+
+// The same under concurrent Sets (each a growth step whose tail may give
+// pages back) and Finds, with the worker stepping: no read sees a foreign
+// value or misses an old key, and the old arrays are unmapped only after
+// every step that handed out their pages has given them back (TSAN and
+// ASAN check that part).
+TEST(ConcurrentArcTest, GivingMemoryBackRacesSetsAndFinds) {
+  constexpr uint32_t c = 20'000;
+  std::unique_ptr<Arc> arc = MakeMapped(c);
+  ASSERT_NE(arc, nullptr);
+  for (uint64_t i = 0; i < c; ++i) arc->Set(TraceKey(i), ValueOf(TraceKey(i)));
+  ASSERT_TRUE(arc->Grow(2 * c).ok());
+  std::atomic<bool> grown{false};
+  std::atomic<uint64_t> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t i = c + t; i < 2 * c && !grown.load(); i += 2) {
+        if (arc->Set(TraceKey(i), ValueOf(TraceKey(i))).err != Error::kOk &&
+            arc->Set(TraceKey(i), ValueOf(TraceKey(i))).err != Error::kOk) {
+          bad.fetch_add(1);
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (uint64_t round = 0; !grown.load(); ++round) {
+      for (uint64_t i = round % 7; i < c; i += 7) {
+        if (arc->Find(TraceKey(i)) != ValueOf(TraceKey(i))) bad.fetch_add(1);
+      }
+    }
+  });
+  while (!arc->GrowStep(16)) {
+  }
+  grown.store(true);
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_GE(arc->released_bytes(),
+            ResizableCMap<uint64_t>::BytesFor(c) - 3 * 4096);
+  EXPECT_EQ(arc->CheckInvariants(), "");
+}
+
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+// What the engine plans for a growth (memory_plan.cc,
+// KeyTableGrowthPeakBytes): the new generation whole plus a quarter of the
+// old one in memory at once. Checked on the RSS between growth steps, with
+// Sets of new keys between them (the worker's GrowStep(4096) against a
+// node's Sets in one maintenance pass), from none to many more Sets than
+// moves: the RSS never rises more than a quarter of the old generation's
+// bytes above both what the cache held before the growth and what it
+// holds after it. Seen to fail (not committed) when the old generation is
+// kept until the end (the growth before 2026-11-24: 0.35-0.48 of it above
+// both), and with 2 moves a Set instead of kGrowMovesPerSet's 64 (0.42 at
+// 1,000 Sets a step: new keys bring the new table's pages in before the
+// old one is given back).
+TEST(ConcurrentArcTest, AGrowthHoldsTheNewTableAndAQuarterOfTheOld) {
+  constexpr uint32_t c = 100'000;
+  for (int sets_per_step : {0, 1000, 20000}) {
+    std::unique_ptr<Arc> arc = MakeMapped(c);
+    ASSERT_NE(arc, nullptr);
+    for (uint64_t i = 0; i < c; ++i) {
+      arc->Set(TraceKey(i), ValueOf(TraceKey(i)));
+    }
+    const size_t start = VmRssBytes();
+    ASSERT_TRUE(arc->Grow(2 * c).ok());
+    size_t peak = start;
+    uint64_t next = c;
+    for (bool done = false; !done;) {
+      for (int s = 0; s < sets_per_step; ++s, ++next) {
+        arc->Set(TraceKey(next), ValueOf(TraceKey(next)));
+      }
+      done = arc->GrowStep(4096);
+      peak = std::max(peak, VmRssBytes());
+    }
+    const size_t end = VmRssBytes();
+    const double mib = 1048576.0;
+    std::printf("%d Sets a step: RSS %.2f -> peak %.2f -> %.2f MiB; a quarter "
+                "of the old generation %.2f MiB\n",
+                sets_per_step, start / mib, peak / mib, end / mib,
+                Arc::BytesFor(c) / 4 / mib);
+    EXPECT_LE(peak - std::max(start, end), Arc::BytesFor(c) / 4)
+        << sets_per_step << " Sets a step";
+  }
+}
+#endif
+
 TEST(ConcurrentArcTest, BytesForIsTheTableAndArcState) {
   EXPECT_EQ(Arc::BytesFor(1000), ResizableCMap<uint64_t>::BytesFor(1000) +
                                      ArcFlatLists<>::BytesFor(1000));
-  EXPECT_EQ(Arc::GrowthPeakBytes(1000, 2000),
-            Arc::BytesFor(1000) + Arc::BytesFor(2000));
 }
 
 // REPLACE runs before the insert, so CMap is sized for exactly c keys.

@@ -411,6 +411,26 @@ class CMap {
   // (the caller's lock); h1 == h2 for every key; dest holds none of ours.
   size_t MoveSomeTo(CMap& dest, size_t* cursor, size_t max_keys);
 
+  // The slot bytes of a group.
+  static constexpr size_t SlotBytesPerGroup() {
+    return Slots::BytesFor(kGroupWidth);
+  }
+  // Gives back, through the allocator's Release, the whole pages of slots
+  // that lie below group `to` and not below group `from` (an earlier call's
+  // `to`), so that successive calls over a growing prefix release each page
+  // once. Those slots then read as zeros (seq 0, fingerprint 0); control
+  // bytes and overflow counts are kept, so probes still walk past them.
+  // Returns the bytes released. REQUIRES: no slot below group `to` holds a
+  // key, and none ever will (ResizableCMap's old table behind its
+  // migration cursor: resizable_cmap.h, "Released behind the cursor").
+  size_t ReleaseSlotsBelow(size_t from, size_t to) {
+    if (!ok() || to <= from) return 0;
+    const RawAllocator::PageSpan span = RawAllocator::WholePagesBetween(
+        slot_memory_, Slots::BytesFor(from * kGroupWidth),
+        Slots::BytesFor(to * kGroupWidth));
+    return span.bytes == 0 ? 0 : alloc_.Release(span.p, span.bytes);
+  }
+
   // Gives the table's memory back through the allocator's Release: it then
   // reads as zeros, an empty table (control bytes EMPTY, seq 0, overflow
   // counts 0), and is deallocated only by the destructor, so that lock-free

@@ -117,6 +117,66 @@
 //   (e) Growth never admits more than capacity() keys: while growing an
 //       insert is admitted against A's and B's live counts together, and B
 //       (bigger than A) admits every key the migrator moves into it.
+//   (f) Releasing A's slots behind the cursor hides no key (below).
+//
+// Released behind the cursor (issue 13: a growth's peak should be the new
+// table plus what of the old one is still in use, not both whole).
+// MigrateSome walks A by slot position, from slot 0 up, so A's slots empty
+// in address order. Which pages may go, when, and by whom:
+//
+//   which  The whole pages of A's slots below group clear_groups_, the
+//          groups wholly behind the cursor. Every slot there holds no key:
+//          the cursor passes a slot only after moving its key out or
+//          finding it free under the slot lock (CMap::MoveSomeTo stops at a
+//          slot it cannot take), and while growing no key enters A (inserts
+//          go to B), so none ever will again. A's control bytes and
+//          overflow counts are NOT released (1 byte and 1/4 byte per slot
+//          against the slot's 32 for KeyMeta; they go with A when it is
+//          retired), which is what makes this safe without asking whether
+//          a key still in A has a probe path through a released group: the
+//          probe walks control bytes and overflow counts, which keep their
+//          values, and a key's own slot is never below the cursor.
+//          (Releasing control bytes too would need that question, answered
+//          by groups whose overflow counts are 0: a displaced key's home
+//          group read as EMPTY would end its probe before its slot.)
+//   when   MigrateSome advances clear_groups_ under the external lock and
+//          publishes it with the table (retired_mu_); ReleaseRetired,
+//          WITHOUT the external lock (madvise may take mmap_lock, and a
+//          writer spinning on the SpinLock must never wait for it),
+//          releases the published prefix in batches of min_batch_bytes.
+//          ConcurrentARC calls it after every growth step, whichever
+//          thread ran the step. Releasers are serialized by release_mu_,
+//          which remembers how much of A went this way, so that A's release
+//          when it is retired counts only the rest.
+//
+// Why a reader racing the release never misses a key present, and never
+// takes a zeroed slot for a match:
+//
+//   - It reads the same control bytes and overflow counts as without the
+//     release, so it visits the same candidate slots. A key present in A
+//     is in a slot at or above the cursor, never released; a key in B is
+//     untouched. Claims (a)-(c) hold as before.
+//   - A candidate in a released slot is a stale match (the slot's key
+//     moved out since, or the control byte was a hash collision): it reads
+//     fingerprint 0, which R2 rejects for every key whose h2 is not 0, or,
+//     if it was inside R1..R4 when the page was zeroed, seq 0 at R4, and
+//     a slot that held a key was written and a written slot's seq never
+//     returns to 0 (slot.h, Unlock skips it), so R4 != R1 and it retries.
+//     A key whose h2 is 0 matches the zeroed fingerprint but still needs a
+//     control byte equal to H2Short(0) = 0 at that slot and an unchanged
+//     seq: the control byte there is DELETED (or was read stale), so R2
+//     fails on the control byte it re-reads inside the window.
+//   - A stale UpdateInPlace can lock a released slot whose control byte
+//     and fingerprint it matched before the move (it re-checks both under
+//     the lock, finds DELETED and unlocks): it writes the seq word, which
+//     re-faults one page. That page holds no key; the write may be lost to
+//     a concurrent madvise, leaving seq 0, which is an unlocked empty slot
+//     to every later reader and writer.
+//
+// resizable_cmap_test's ReleasingBehindTheCursorNeverHidesAKey releases
+// after every migration step and looks up every key; releasing ahead of
+// the cursor (a page that still holds keys) fails it at once, and
+// resizable_cmap_stress_test releases while readers run.
 //
 // Released tables. ReleaseRetired gives a retired table's pages back with
 // RawAllocator::Release (madvise(MADV_DONTNEED) for Numatic's mappings):
@@ -235,11 +295,19 @@ class ResizableCMap {
   // ReleaseRetired. A slot held by a concurrent UpdateInPlace is left for
   // the next call. REQUIRES: the external write lock.
   size_t MigrateSome(size_t max_keys);
-  // Gives back the pages of the tables retired since the last call and
-  // returns the bytes released (see "Released tables"); their address
-  // ranges stay reserved until the destructor. Call it WITHOUT the external
-  // lock (madvise can take mmap_lock).
-  size_t ReleaseRetired();
+  // Gives back the pages of the tables retired since the last call, and
+  // while growing those of the old table's slots the migration has left
+  // behind for good ("Released behind the cursor"), once at least
+  // `min_batch_bytes` of them are ready (a retired table is released
+  // whatever its size). Returns the bytes released; the address ranges stay
+  // reserved until the destructor. Call it WITHOUT the external lock
+  // (madvise can take mmap_lock); calls are serialized among themselves.
+  size_t ReleaseRetired(size_t min_batch_bytes = 0);
+  // Bytes given back so far by ReleaseRetired (still mapped, no longer
+  // resident).
+  size_t released_bytes() const {
+    return released_bytes_.load(std::memory_order_relaxed);
+  }
 
   // The bytes a table for `capacity` keys takes from its allocator.
   static size_t BytesFor(size_t capacity) { return Table::BytesFor(capacity); }
@@ -300,13 +368,30 @@ class ResizableCMap {
   std::unique_ptr<Table> current_owned_;
   std::unique_ptr<Table> old_owned_;
   size_t cursor_ = 0;  // MigrateSome's next slot in the old table
+  // The old table's groups [0, clear_groups_) lie wholly behind the
+  // cursor: their slots hold no key, for good.
+  size_t clear_groups_ = 0;
 
   // Retired tables: owned until the destructor; `unreleased_` lists those
-  // ReleaseRetired has not released yet. Its own mutex, because retirement
-  // happens under the external lock and release without it.
+  // ReleaseRetired has not released yet; `draining_` is the old table while
+  // growing and `releasable_groups_` its clear_groups_ as last published.
+  // Its own mutex, because retirement happens under the external lock and
+  // release without it (MigrateSome holds it for a few stores, never
+  // across a system call).
   Mutex retired_mu_;
   std::vector<std::unique_ptr<Table>> retired_ ABSL_GUARDED_BY(retired_mu_);
   std::vector<Table*> unreleased_ ABSL_GUARDED_BY(retired_mu_);
+  Table* draining_ ABSL_GUARDED_BY(retired_mu_) = nullptr;
+  size_t releasable_groups_ ABSL_GUARDED_BY(retired_mu_) = 0;
+
+  // ReleaseRetired's own state, held across its madvise calls: the table
+  // whose groups below releasing_groups_ it released (releasing_bytes_ of
+  // them), so that the table's release when retired counts only the rest.
+  Mutex release_mu_;
+  const Table* releasing_ ABSL_GUARDED_BY(release_mu_) = nullptr;
+  size_t releasing_groups_ ABSL_GUARDED_BY(release_mu_) = 0;
+  size_t releasing_bytes_ ABSL_GUARDED_BY(release_mu_) = 0;
+  std::atomic<size_t> released_bytes_{0};
 };
 
 // ---------------------------------------------------------------------------
@@ -464,6 +549,12 @@ Error ResizableCMap<Value>::BeginGrow(std::unique_ptr<Table> bigger) {
   old_owned_ = std::move(current_owned_);
   current_owned_ = std::move(bigger);
   cursor_ = 0;
+  clear_groups_ = 0;
+  {
+    MutexLock hold(&retired_mu_);
+    draining_ = old_owned_.get();
+    releasable_groups_ = 0;
+  }
   Switch(old_owned_.get(), current_owned_.get());
   return Error::kOk;
 }
@@ -471,27 +562,71 @@ Error ResizableCMap<Value>::BeginGrow(std::unique_ptr<Table> bigger) {
 template <typename Value>
 size_t ResizableCMap<Value>::MigrateSome(size_t max_keys) {
   if (!growing()) return 0;
-  old_owned_->MoveSomeTo(*current_owned_, &cursor_, max_keys);
-  const size_t left = old_owned_->size();
-  if (left > 0) return left;
+  Table& old = *old_owned_;
+  old.MoveSomeTo(*current_owned_, &cursor_, max_keys);
+  const size_t left = old.size();
+  if (left > 0) {
+    // Claim (f): the groups wholly behind the cursor hold no key for good.
+    const size_t behind =
+        std::min(cursor_, old.slot_count()) / cmap_internal::kGroupWidth;
+    if (behind > clear_groups_) {
+      clear_groups_ = behind;
+      MutexLock hold(&retired_mu_);
+      releasable_groups_ = behind;
+    }
+    return left;
+  }
   Switch(nullptr, current_owned_.get());
   MutexLock hold(&retired_mu_);
+  draining_ = nullptr;
   unreleased_.push_back(old_owned_.get());
   retired_.push_back(std::move(old_owned_));
   return 0;
 }
 
 template <typename Value>
-size_t ResizableCMap<Value>::ReleaseRetired() {
+size_t ResizableCMap<Value>::ReleaseRetired(size_t min_batch_bytes) {
+  MutexLock releasing(&release_mu_);
   std::vector<Table*> tables;
+  Table* draining;
+  size_t releasable;
   {
     MutexLock hold(&retired_mu_);
     tables.swap(unreleased_);
+    draining = draining_;
+    releasable = releasable_groups_;
   }
-  // Outside the mutex: a retirement under the external lock never waits for
-  // madvise. The tables stay owned by retired_, which only grows.
+  // Outside retired_mu_: a migration or retirement under the external lock
+  // never waits for madvise. The tables stay owned (old_owned_ or
+  // retired_) until the destructor, so the pointers stay valid.
   size_t bytes = 0;
-  for (Table* t : tables) bytes += t->ReleaseMemory();
+  if (draining != nullptr) {
+    if (draining != releasing_) {
+      releasing_ = draining;
+      releasing_groups_ = 0;
+      releasing_bytes_ = 0;
+    }
+    const size_t ready = releasable > releasing_groups_
+                             ? releasable - releasing_groups_
+                             : 0;
+    if (ready > 0 &&
+        ready * Table::SlotBytesPerGroup() >= min_batch_bytes) {
+      const size_t b =
+          draining->ReleaseSlotsBelow(releasing_groups_, releasable);
+      releasing_groups_ = releasable;
+      releasing_bytes_ += b;
+      bytes += b;
+    }
+  }
+  for (Table* t : tables) {
+    size_t b = t->ReleaseMemory();
+    if (t == releasing_) {
+      b -= std::min(b, releasing_bytes_);  // released behind the cursor
+      releasing_ = nullptr;
+    }
+    bytes += b;
+  }
+  released_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   return bytes;
 }
 

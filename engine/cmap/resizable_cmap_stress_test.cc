@@ -2,8 +2,9 @@
 // continuously while a writer (holding a std::mutex as the external lock)
 // grows the table six times, 64 -> 4096 keys (24 times over), migrating a few keys per lock
 // hold and inserting, overwriting and erasing between the steps, and an
-// updater bumps values with UpdateInPlace. Retired tables are released with
-// madvise while the readers run.
+// updater bumps values with UpdateInPlace. The old table's pages behind the
+// migration cursor, and retired tables, are released with madvise while the
+// readers run.
 //
 // What must hold:
 //   - a key that is never erased and was inserted before the read began is
@@ -165,12 +166,17 @@ class Stress {
         ++grows_;
       }
       for (bool more = true; more;) {
-        std::lock_guard<std::mutex> hold(lock_);
-        more = map_.MigrateSome(1 + next() % 8) > 0;
-        if (stable_.load() < kMaxStable && map_.size() + 1 < cap) {
-          InsertStable(stable_.load());
+        {
+          std::lock_guard<std::mutex> hold(lock_);
+          more = map_.MigrateSome(1 + next() % 8) > 0;
+          if (stable_.load() < kMaxStable && map_.size() + 1 < cap) {
+            InsertStable(stable_.load());
+          }
+          Churn(next() % kChurnKeys, next() % 2 == 0);
         }
-        Churn(next() % kChurnKeys, next() % 2 == 0);
+        // The old table's pages behind the cursor, without the lock, while
+        // readers probe it.
+        if (next() % 4 == 0) map_.ReleaseRetired();
       }
       EXPECT_FALSE(map_.growing());
       map_.ReleaseRetired();  // without the lock, while readers run

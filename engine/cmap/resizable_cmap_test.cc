@@ -6,10 +6,7 @@
 // races readers against growth.
 #include "engine/cmap/resizable_cmap.h"
 
-#include <unistd.h>
-
 #include <cstdint>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <vector>
@@ -20,6 +17,7 @@
 #include "engine/cmap/internal/test_meta.h"
 #include "engine/common/error.h"
 #include "engine/common/hash_pair.h"
+#include "engine/common/proc_status_testing.h"
 #include "engine/common/raw_allocator.h"
 
 namespace furrballs {
@@ -314,16 +312,6 @@ TEST(ResizableCMapTest, GrowsRepeatedly) {
   EXPECT_GT(released, 0u);
 }
 
-size_t RssBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  size_t pages = 0, resident = 0;
-  if (f != nullptr) {
-    if (std::fscanf(f, "%zu %zu", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
-
 // The retired table's pages leave the RSS; a stale probe of it (a reader
 // that loaded the table before it was retired) misses every key, without a
 // fault, and the slots it held read as never written (seq 0), which a
@@ -341,9 +329,9 @@ TEST(ResizableCMapTest, ReleaseRetiredGivesPagesBackAndStaleProbesMiss) {
             Error::kOk);
   while (m.MigrateSome(64) > 0) {
   }
-  const size_t before = RssBytes();
+  const size_t before = VmRssBytes();
   const size_t released = m.ReleaseRetired();
-  const size_t after = RssBytes();
+  const size_t after = VmRssBytes();
   EXPECT_GE(released, Map::BytesFor(kKeys) - 2 * 4096);
   EXPECT_GE(before - after, released * 9 / 10)
       << "RSS " << before << " -> " << after << " bytes";
@@ -356,6 +344,73 @@ TEST(ResizableCMapTest, ReleaseRetiredGivesPagesBackAndStaleProbesMiss) {
     ASSERT_EQ(m.Find(Key(id))->id, id);
   }
   EXPECT_EQ(m.size(), kKeys);
+}
+
+// Releasing the old table's slots behind the migration cursor, after every
+// step, while keys are erased and inserted (into the new table): every key
+// stays readable, also those displaced past the released groups from a
+// home among them (their probe walks the kept control bytes), most of the
+// old table's pages leave before the growth ends, and the retired table's
+// release counts only the rest of it.
+TEST(ResizableCMapTest, ReleasingBehindTheCursorNeverHidesAKey) {
+  constexpr uint64_t kKeys = 8'000;  // full: load 3/4, keys displaced
+  Map m(kKeys, RawAllocator::Mapped());
+  std::map<uint64_t, uint64_t> model;
+  Fill(m, kKeys, &model);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(2 * kKeys, RawAllocator::Mapped())),
+            Error::kOk);
+  uint64_t next = kKeys, victim = 0;
+  size_t checks = 0, released_while_growing = 0;
+  bool checked_half = false;
+  while (m.MigrateSome(7) > 0) {
+    // An erase of a key wherever it is (ahead of the cursor in the old
+    // table, or moved) and an insert, which goes to the new table.
+    victim = (victim + 7919) % kKeys;
+    if (model.erase(victim) > 0) {
+      ASSERT_EQ(m.FindAndEraseByHash(Key(victim)).err, Error::kOk);
+    }
+    ASSERT_TRUE(m.Set(Key(next), MakeMeta(next, 1)).inserted);
+    model[next++] = 1;
+    const size_t b = m.ReleaseRetired();
+    released_while_growing += b;
+    if (b > 0) {
+      ++checks;
+      ASSERT_NO_FATAL_FAILURE(ExpectMatches(m, model, next));
+    }
+    const auto* old = CMapTestPeer::OldTable(m);
+    if (!checked_half && old != nullptr && old->size() < kKeys / 2) {
+      checked_half = true;
+      // Half the keys moved: most of what they occupied is given back.
+      EXPECT_GE(released_while_growing, Map::BytesFor(kKeys) / 3);
+    }
+  }
+  EXPECT_TRUE(checked_half);
+  EXPECT_GT(checks, 10u);
+  ASSERT_NO_FATAL_FAILURE(ExpectMatches(m, model, next));
+  const size_t rest = m.ReleaseRetired();
+  EXPECT_GT(rest, 0u);
+  // The old table was released once, page by page: no page counted twice.
+  EXPECT_EQ(m.released_bytes(), released_while_growing + rest);
+  EXPECT_LE(m.released_bytes(), Map::BytesFor(kKeys));
+  EXPECT_GE(m.released_bytes(), Map::BytesFor(kKeys) - 3 * 4096);
+  EXPECT_EQ(m.ReleaseRetired(), 0u);
+  ASSERT_NO_FATAL_FAILURE(ExpectMatches(m, model, next));
+}
+
+// A batch size holds a release back until that much is ready; the retired
+// table is released whatever its size.
+TEST(ResizableCMapTest, ReleaseBehindTheCursorWaitsForABatch) {
+  constexpr uint64_t kKeys = 8'000;
+  Map m(kKeys, RawAllocator::Mapped());
+  Fill(m, kKeys);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(2 * kKeys, RawAllocator::Mapped())),
+            Error::kOk);
+  ASSERT_GT(m.MigrateSome(kKeys / 4), 0u);
+  EXPECT_EQ(m.ReleaseRetired(Map::BytesFor(kKeys)), 0u) << "not a batch yet";
+  EXPECT_GT(m.ReleaseRetired(4096), 0u);
+  while (m.MigrateSome(64) > 0) {
+  }
+  EXPECT_GT(m.ReleaseRetired(Map::BytesFor(kKeys)), 0u);
 }
 
 }  // namespace

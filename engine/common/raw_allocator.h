@@ -80,6 +80,28 @@ struct RawAllocator {
     return end - begin;
   }
 
+  // The whole pages of an allocation at `memory` that lie below byte `end`
+  // and not below byte `begin` (an earlier call's `end`): [floor(begin),
+  // floor(end)) in page units, never before the allocation's first whole
+  // page. So successive spans over a growing prefix of an allocation that
+  // is emptied from its start (a growth's old table behind its migration
+  // cursor) cover each page once, and never a page that holds a byte at or
+  // above `end`.
+  struct PageSpan {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  static PageSpan WholePagesBetween(void* memory, size_t begin, size_t end) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t base = reinterpret_cast<uintptr_t>(memory);
+    const uintptr_t first = (base + page - 1) / page * page;
+    uintptr_t from = (base + begin) / page * page;
+    if (from < first) from = first;
+    const uintptr_t to = (base + end) / page * page;
+    if (to <= from) return PageSpan{};
+    return PageSpan{reinterpret_cast<void*>(from), to - from};
+  }
+
   // Cache-line aligned global operator new; memory lands wherever the kernel's
   // first-touch policy puts it.
   static RawAllocator Default() {

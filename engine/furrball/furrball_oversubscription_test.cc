@@ -34,7 +34,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/furrball/furrball.h"
-#include "engine/furrball/proc_status_testing.h"
+#include "engine/common/proc_status_testing.h"
 
 namespace furrballs {
 namespace {

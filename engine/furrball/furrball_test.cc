@@ -1,7 +1,7 @@
 // Unit tests of the FurrBall API: results, limits, every error path, TTL and
 // versions with an injected clock, routing, SubmitToNode and statistics.
 #include "engine/furrball/furrball.h"
-#include "engine/furrball/proc_status_testing.h"
+#include "engine/common/proc_status_testing.h"
 
 #include <atomic>
 #include <functional>

@@ -204,7 +204,8 @@
 //            than an eighth of the page bytes in service are free: grow to
 //            min(2c, what the free pages beyond the worker's reserve pay
 //            for) -> paying.
-//   paying   RetirePages for the growth's peak (old and new table mapped),
+//   paying   RetirePages for the growth's peak (KeyTableGrowthPeakBytes:
+//            the new table and what of the old one is still in memory),
 //            BEFORE ConcurrentARC::Grow maps the new table -> moving; not
 //            all retired within kMaxPayingPasses, or Grow refused -> give
 //            back what the current table does not need -> idle.
@@ -471,11 +472,10 @@ class NodeShard {
   uint64_t page_bytes_in_service() const {
     return uint64_t{pool_.pages_in_service()} * config_.page_size;
   }
-  // Bytes of the key tables that finished growths left mapped but
-  // released (KeyTableReleasedBytes): mapped, not held.
-  uint64_t key_table_released_bytes() const {
-    return key_table_released_bytes_.load(std::memory_order_relaxed);
-  }
+  // Bytes of the key tables mapped but given back: retired tables, and
+  // while growing the old table's and ARC's pages behind the migration
+  // cursors (ConcurrentARC::released_bytes): mapped, not held.
+  uint64_t key_table_released_bytes() const { return arc_->released_bytes(); }
   const PagePool& pool() const { return pool_; }
   PagePool& mutable_pool_for_testing() { return pool_; }
 
@@ -813,9 +813,6 @@ class NodeShard {
   int paying_passes_ = 0;
   // kKeyTableFull at the last look: evictions by key count since then.
   uint64_t key_evictions_seen_ = 0;
-  // Written by the worker, read by MetadataBytes on any thread (relaxed:
-  // a statistic).
-  std::atomic<uint64_t> key_table_released_bytes_{0};
   std::vector<HashPair> coldest_scratch_ ABSL_GUARDED_BY(reclaim_mu_);
   std::atomic<uint32_t> cold_pending_{0};
 };

@@ -465,9 +465,10 @@ void NodeShard::GrowKeyTableStep() {
       // step finished the growth (ConcurrentARC's GrowthTail), so the
       // pages that paid for the peak and that the new table does not need
       // can come back at once (GiveBackUnneededPages).
-      if (!arc_->GrowStep(kGrowMovesPerPass)) return;
-      key_table_released_bytes_.fetch_add(KeyTableReleasedBytes(growth_from_),
-                                          std::memory_order_relaxed);
+      if (!arc_->GrowStep(kGrowMovesPerPass)) {
+        KeyTableStepForTesting();
+        return;
+      }
       stats_.Add(Counter::kKeyTableGrowths);
       growth_ = Growth::kIdle;
       GiveBackUnneededPages();
@@ -493,8 +494,9 @@ void NodeShard::GrowKeyTableStep() {
     case Growth::kPaying:
       break;
   }
-  // The pages that pay for the peak (old and new table mapped) leave
-  // service before the new table is mapped.
+  // The pages that pay for the peak (the new table and what of the old one
+  // is still in memory, KeyTableGrowthPeakBytes) leave service before the
+  // new table is mapped.
   growth_from_ = arc_->capacity();
   const uint32_t need =
       RetiredPagesFor(plan, KeyTableGrowthPeakBytes(growth_from_, growth_to_));

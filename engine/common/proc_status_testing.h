@@ -1,9 +1,9 @@
-// engine/furrball/proc_status_testing.h: the process's own memory figures
+// engine/common/proc_status_testing.h: the process's own memory figures
 // from /proc/self/status, for the engine's memory-bound tests.
 //
 // Thread safety: thread-safe (reads a file the kernel generates per read).
-#ifndef FURRBALLS_ENGINE_FURRBALL_PROC_STATUS_TESTING_H_
-#define FURRBALLS_ENGINE_FURRBALL_PROC_STATUS_TESTING_H_
+#ifndef FURRBALLS_ENGINE_COMMON_PROC_STATUS_TESTING_H_
+#define FURRBALLS_ENGINE_COMMON_PROC_STATUS_TESTING_H_
 
 #include <cstddef>
 #include <fstream>
@@ -31,4 +31,4 @@ inline size_t VmRssBytes() { return ProcStatusBytes("VmRSS"); }
 
 }  // namespace furrballs
 
-#endif  // FURRBALLS_ENGINE_FURRBALL_PROC_STATUS_TESTING_H_
+#endif  // FURRBALLS_ENGINE_COMMON_PROC_STATUS_TESTING_H_
