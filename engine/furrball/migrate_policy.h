@@ -16,8 +16,11 @@
 // counting *sampled* Gets (kSamplePeriod). Decay: when the counter a read
 // would raise is at 15, both counters are halved first, so the byte keeps
 // the recent ratio of local to remote reads rather than a lifetime total.
-// One exception: a key read only locally (remote 0) whose local count is
-// saturated is left as it is, so a purely local hot key costs no write.
+// Local reads count only while the key has remote ones to weigh them
+// against (remote > 0): a key read only on its own node keeps its byte as
+// it is, so local hits, the common case, write nothing. The comparison
+// therefore starts at the first sampled remote read; it loses nothing,
+// since a key with remote 0 is nowhere near moving.
 #ifndef FURRBALLS_ENGINE_FURRBALL_MIGRATE_POLICY_H_
 #define FURRBALLS_ENGINE_FURRBALL_MIGRATE_POLICY_H_
 
@@ -30,12 +33,13 @@ class SimpleMigratePolicy {
  public:
   static constexpr uint8_t kCounterMax = 15;
 
-  // One Get in kSamplePeriod per thread is counted. A counted Get writes the
-  // key's slot (a seqlock write, which also makes concurrent readers of the
-  // key retry once); counting every Get would put a write on every local
-  // hit. 16 keeps that write to one hit in 16 (docs/engine.md, "Keys follow
-  // their readers", has the measurement), while a key read remotely still
-  // reaches kMoveRemote after ~128 remote Gets.
+  // One Get in kSamplePeriod per thread is counted. A counted Get probes the
+  // key again and, if the counters change, writes its slot (a seqlock
+  // write, which also makes concurrent readers of the key retry once);
+  // counting every Get would put that on every hit. 16 makes it one Get in
+  // 16 (docs/engine.md, "Keys follow their readers", has the measurement),
+  // while a key read remotely still reaches kMoveRemote after ~128 remote
+  // Gets.
   static constexpr uint32_t kSamplePeriod = 16;
 
   // A key moves when its sampled remote reads reach kMoveRemote and are at
@@ -66,7 +70,7 @@ class SimpleMigratePolicy {
   static constexpr uint8_t Record(uint8_t b, bool local) {
     uint8_t l = Local(b);
     uint8_t r = Remote(b);
-    if (local && r == 0 && l == kCounterMax) return b;
+    if (local && r == 0) return b;
     if ((local ? l : r) == kCounterMax) {
       l >>= 1;
       r >>= 1;

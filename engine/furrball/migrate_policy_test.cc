@@ -27,7 +27,7 @@ TEST(SimpleMigratePolicyTest, CountersPackIntoOneByte) {
 }
 
 TEST(SimpleMigratePolicyTest, CountsEachSide) {
-  const uint8_t b = Replay(0, 3, 5);
+  const uint8_t b = Replay(Replay(0, 0, 1), 3, 4);
   EXPECT_EQ(P::Local(b), 3);
   EXPECT_EQ(P::Remote(b), 5);
 }
@@ -52,16 +52,22 @@ TEST(SimpleMigratePolicyTest, NeverOverflows) {
   }
 }
 
-TEST(SimpleMigratePolicyTest, SaturatedLocalOnlyKeyIsLeftAlone) {
-  const uint8_t b = P::Pack(15, 0);
-  EXPECT_EQ(P::Record(b, true), b) << "no write for a purely local hot key";
-  EXPECT_NE(P::Record(b, false), b);
+TEST(SimpleMigratePolicyTest, LocalReadsCountOnlyAgainstRemoteOnes) {
+  // No write for a key read only on its own node.
+  EXPECT_EQ(P::Record(P::Pack(0, 0), true), P::Pack(0, 0));
+  EXPECT_EQ(P::Record(P::Pack(15, 0), true), P::Pack(15, 0));
+  EXPECT_EQ(P::Record(P::Pack(8, 0), true), P::Pack(8, 0));
+  // Once it has remote reads, local ones weigh against them.
+  EXPECT_EQ(P::Record(P::Pack(3, 1), true), P::Pack(4, 1));
+  EXPECT_EQ(P::Record(P::Pack(0, 0), false), P::Pack(0, 1));
 }
 
 TEST(SimpleMigratePolicyTest, DecayForgetsOldLocalReads) {
-  // A key read locally for a long time, then only remotely, moves: decay
-  // halves the old local count each time the remote count saturates.
-  uint8_t b = Replay(0, 1000, 0);
+  // A key read mostly locally for a long time, then only remotely, moves:
+  // decay halves the old local count each time the remote count saturates.
+  uint8_t b = P::Pack(0, 1);
+  for (int i = 0; i < 1000; ++i) b = P::Record(b, i % 10 != 0);
+  ASSERT_FALSE(P::ShouldMove(b));
   int remote_reads = 0;
   while (!P::ShouldMove(b)) {
     b = P::Record(b, false);
