@@ -46,6 +46,9 @@ ABSL_FLAG(double, other_share, 0.1,
           "share of a thread's Gets that read another thread's keys");
 ABSL_FLAG(double, set_share, 0.05, "share of operations that are Sets");
 ABSL_FLAG(uint32_t, value_bytes, 64, "value size");
+ABSL_FLAG(std::vector<std::string>, cases,
+          std::vector<std::string>({"placement", "all_local"}),
+          "which cases to run: placement, all_local");
 
 namespace furrballs {
 namespace {
@@ -211,10 +214,16 @@ int main(int argc, char** argv) {
     bool migrate;
     std::vector<Result> results;
   };
-  std::vector<Config> configs = {{"placement", true, false, {}},
-                                 {"placement", true, true, {}},
-                                 {"all_local", false, false, {}},
-                                 {"all_local", false, true, {}}};
+  std::vector<Config> configs;
+  for (const std::string& name : absl::GetFlag(FLAGS_cases)) {
+    if (name != "placement" && name != "all_local") {
+      std::fprintf(stderr, "--cases: unknown case '%s'\n", name.c_str());
+      return 2;
+    }
+    const bool placement = name == "placement";
+    configs.push_back({placement ? "placement" : "all_local", placement, false, {}});
+    configs.push_back({placement ? "placement" : "all_local", placement, true, {}});
+  }
   const int runs = absl::GetFlag(FLAGS_runs);
   for (int run = 0; run < runs; ++run) {
     for (Config& c : configs) {
