@@ -123,9 +123,12 @@ TEST_P(MigrateTest, AKeyReadFromTheOtherNodeMovesThereWithItsValueVersionAndTtl)
   });
   EXPECT_EQ(ball->Stats()[other].hits_local, local_before + 1);
 
-  // Writes find it on its new node.
-  RunOnNode(*ball, home,
-            [&] { ASSERT_EQ(ball->Set("k", "second").error, Error::kOk); });
+  // Writes find it on its new node, and its versions keep growing (they
+  // come from the key's home node's counter, whichever node holds it).
+  SetResult again;
+  RunOnNode(*ball, home, [&] { again = ball->Set("k", "second"); });
+  ASSERT_EQ(again.error, Error::kOk);
+  EXPECT_GT(again.version, set.version);
   s = ball->Stats();
   EXPECT_EQ(s[other].live_keys, 1u);
   EXPECT_EQ(s[home].live_keys, 0u);
