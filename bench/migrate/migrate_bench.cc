@@ -35,6 +35,7 @@
 
 #include "bench/engine/ycsb_workload.h"
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/node_thread_testing.h"
 
 ABSL_FLAG(int, nodes, 2, "simulated nodes (one reader thread each)");
 ABSL_FLAG(uint32_t, remote_delay_ns, 140,
@@ -62,23 +63,10 @@ std::string Key(int thread, uint64_t i) {
 
 // Runs fn on node `node`'s worker and waits (the worker is pinned there).
 void OnWorker(FurrBall& ball, int node, const std::function<void()>& fn) {
-  struct Ctx {
-    const std::function<void()>* fn;
-    std::atomic<bool> done{false};
-  } ctx{&fn};
-  if (ball.SubmitToNode(
-          node,
-          [](void* p) {
-            Ctx* c = static_cast<Ctx*>(p);
-            (*c->fn)();
-            c->done.store(true, std::memory_order_release);
-            c->done.notify_one();
-          },
-          &ctx) != Error::kOk) {
+  if (furrball_testing::RunOnNode(ball, node, fn) != Error::kOk) {
     std::fprintf(stderr, "SubmitToNode(%d) failed\n", node);
     std::exit(1);
   }
-  ctx.done.wait(false, std::memory_order_acquire);
 }
 
 // The calling thread's CPU time.
@@ -123,10 +111,7 @@ Result RunOnce(bool placement, bool migrate) {
 
   std::vector<cpu_set_t> cpus(nodes);
   for (int n = 0; n < nodes; ++n) {
-    OnWorker(ball, n, [&] {
-      CPU_ZERO(&cpus[n]);
-      sched_getaffinity(0, sizeof(cpus[n]), &cpus[n]);
-    });
+    cpus[n] = furrball_testing::CpusOfNode(ball, n);
   }
   for (int t = 0; t < nodes; ++t) {
     OnWorker(ball, placement ? 0 : t, [&] {

@@ -28,6 +28,7 @@
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/node_thread_testing.h"
 #include "engine/furrball/register_history.h"
 #include "engine/furrball/sync.h"
 
@@ -320,13 +321,8 @@ TEST_P(FurrBallLinearizabilityMigrationTest, TheKeyMovingBetweenNodesIsLineariza
   s.remote_delay_ns = 2000;
   uint64_t moves = 0;
   s.extra = [&](ScenarioContext& ctx) {
-    std::vector<cpu_set_t> cpus(2);
-    for (int n = 0; n < 2; ++n) {
-      RunBoundToNode(ctx, n, 1, [&](int) {
-        CPU_ZERO(&cpus[n]);
-        sched_getaffinity(0, sizeof(cpus[n]), &cpus[n]);
-      });
-    }
+    const cpu_set_t cpus[2] = {furrball_testing::CpusOfNode(*ctx.ball, 0),
+                               furrball_testing::CpusOfNode(*ctx.ball, 1)};
     std::atomic<uint64_t> reads{0};  // the phases' reads
     std::vector<std::thread> hammers;
     for (int n = 0; n < 2; ++n) {

@@ -32,13 +32,14 @@
 #include <gtest/gtest.h>
 
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/node_thread_testing.h"
 #include "engine/furrball/self_validating_values_testing.h"
-#include "engine/furrball/sync.h"
 
 namespace furrballs {
 namespace {
 
 using furrball_testing::Check;
+using furrball_testing::CpusOfNode;
 using furrball_testing::MakeValue;
 using furrball_testing::SplitMix;
 
@@ -58,27 +59,6 @@ constexpr uint64_t kPhaseReads = 8000;
 constexpr uint64_t kLightEvery = 16;
 
 std::string Key(int id) { return "key-" + std::to_string(id); }
-
-// The CPUs of node `node`'s pinned worker, so that a test thread can run
-// where the cache sees a thread of that node.
-cpu_set_t CpusOfNode(FurrBall& ball, int node) {
-  struct Ctx {
-    cpu_set_t cpus;
-    furrball_internal::Notification done;
-  } ctx;
-  EXPECT_EQ(ball.SubmitToNode(
-                node,
-                [](void* p) {
-                  Ctx* c = static_cast<Ctx*>(p);
-                  CPU_ZERO(&c->cpus);
-                  sched_getaffinity(0, sizeof(c->cpus), &c->cpus);
-                  c->done.Notify();
-                },
-                &ctx),
-            Error::kOk);
-  ctx.done.WaitForNotification();
-  return ctx.cpus;
-}
 
 class MigrateStressTest : public ::testing::TestWithParam<RoutingPolicy> {};
 

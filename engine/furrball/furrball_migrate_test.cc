@@ -12,7 +12,7 @@
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/migrate_policy.h"
-#include "engine/furrball/sync.h"
+#include "engine/furrball/node_thread_testing.h"
 #include "engine/numatic/error_status.h"
 
 namespace furrballs {
@@ -37,23 +37,9 @@ std::unique_ptr<FurrBall> MustOpen(const FurrBallOptions& o) {
   return ball.ok() ? std::move(*ball) : nullptr;
 }
 
-// Runs fn on node `node`'s pinned worker, so that the cache sees a thread
-// of that node, and waits for it.
+// Runs fn as a thread of node `node` and waits for it.
 void RunOnNode(FurrBall& ball, int node, const std::function<void()>& fn) {
-  struct Ctx {
-    const std::function<void()>* fn;
-    furrball_internal::Notification done;
-  } ctx{&fn, {}};
-  ASSERT_EQ(ball.SubmitToNode(
-                node,
-                [](void* p) {
-                  Ctx* c = static_cast<Ctx*>(p);
-                  (*c->fn)();
-                  c->done.Notify();
-                },
-                &ctx),
-            Error::kOk);
-  ctx.done.WaitForNotification();
+  ASSERT_EQ(furrball_testing::RunOnNode(ball, node, fn), Error::kOk);
 }
 
 // Reads `key` n times on node `node`; all must hit `want`.
