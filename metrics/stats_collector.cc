@@ -127,6 +127,12 @@ void AddEngine(std::vector<MetricFamily>& out,
                 "served it ran on the key's node (local) or not (remote).",
                 kCounter, s, nodes, "locality",
                 {{"local", &N::hits_local}, {"remote", &N::hits_remote}});
+  AddPerNode<N>(out, "furrballs_migrations_total",
+                "Keys moved between nodes because another node's threads "
+                "read them (migrate_to_readers): in = moved to this node, "
+                "out = moved away from it.",
+                kCounter, s, nodes, "direction",
+                {{"in", &N::migrations_in}, {"out", &N::migrations_out}});
   AddPerNode<N>(out, "furrballs_misses_total",
                 "Gets that found no live entry.", kCounter, s, nodes, nullptr,
                 {{nullptr, &N::misses}});

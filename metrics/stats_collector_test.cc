@@ -27,6 +27,8 @@ std::vector<NodeStatsSnapshot> FourNodes() {
     s.node = n;
     s.hits_local = 100 + n;
     s.hits_remote = 10 + n;
+    s.migrations_in = 3 + n;
+    s.migrations_out = 2;
     s.misses = 20 + n;
     s.sets = 30 + n;
     s.deletes = 3;
@@ -155,6 +157,10 @@ TEST_F(StatsCollectorTest, EngineFamiliesHaveASeriesPerNodeAndLabel) {
     EXPECT_EQ(Value("furrballs_hits_total", {{"node", node}, {"locality", "remote"}}),
               10 + n);
     EXPECT_EQ(Value("furrballs_misses_total", {{"node", node}}), 20 + n);
+    EXPECT_EQ(Value("furrballs_migrations_total", {{"node", node}, {"direction", "in"}}),
+              3 + n);
+    EXPECT_EQ(Value("furrballs_migrations_total", {{"node", node}, {"direction", "out"}}),
+              2);
     EXPECT_EQ(Value("furrballs_sets_total", {{"node", node}}), 30 + n);
     EXPECT_EQ(Value("furrballs_evictions_total", {{"node", node}, {"reason", "capacity"}}), 7);
     EXPECT_EQ(Value("furrballs_evictions_total", {{"node", node}, {"reason", "key_table"}}), 1);
@@ -273,7 +279,8 @@ TEST_F(StatsCollectorTest, BuildInfoAndProcessFamilies) {
 // the documented low-cardinality labels.
 TEST_F(StatsCollectorTest, NamesFollowConventions) {
   const std::set<std::string> allowed_labels = {
-      "node", "op", "code", "tier", "reason", "locality", "version", "git_commit"};
+      "node",    "op",      "code",       "tier",     "reason",
+      "locality", "direction", "version", "git_commit"};
   for (const auto& [name, f] : families_) {
     SCOPED_TRACE(name);
     EXPECT_TRUE(name.rfind("furrballs_", 0) == 0 || name.rfind("process_", 0) == 0);

@@ -19,6 +19,7 @@
 #include "engine/furrball/entry.h"
 #include "engine/furrball/furrball_testing.h"
 #include "engine/furrball/key_meta.h"
+#include "engine/furrball/key_mover.h"
 #include "engine/furrball/memory_plan.h"
 #include "engine/furrball/node_job.h"
 #include "engine/furrball/node_shard.h"
@@ -35,6 +36,7 @@ using furrball_internal::ChunkStore;
 using furrball_internal::EncodeRestartManifest;
 using furrball_internal::EntryFootprint;
 using furrball_internal::EntryKind;
+using furrball_internal::KeyMover;
 using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
 using furrball_internal::Maintenance;
@@ -117,6 +119,17 @@ absl::Status ValidateOptions(const FurrBallOptions& o) {
   if (o.job_queue_capacity == 0 || o.job_queue_capacity > (size_t{1} << 24)) {
     return bad("job_queue_capacity = ", o.job_queue_capacity,
                ": must be in [1, 2^24]");
+  }
+  // A key moves only between nodes that a search finds it on; and the
+  // spill tier's no-resurrection relies on a key's node being its hash's
+  // (key_mover.h, docs/spill.md).
+  if (o.migrate_to_readers && !o.spill_dir.empty()) {
+    return bad("migrate_to_readers cannot be combined with spill_dir (a "
+               "spilled key's node must be a function of its hash)");
+  }
+  if (o.migrate_to_readers && o.routing == RoutingPolicy::kHash) {
+    return bad("migrate_to_readers needs routing = kRoundRobin or "
+               "kThreadLocal (under kHash a key's node is fixed)");
   }
   if (!o.spill_dir.empty() && o.routing != RoutingPolicy::kHash) {
     return bad("spill_dir needs routing = kHash (a spilled key's node must "
@@ -445,15 +458,30 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     }
     // The owner is unknown: search the shards, the requester's node first
     // (report §2.3). At most one shard holds a key (writers search before
-    // they insert, under the key lock). The spill tier needs hash routing
-    // (docs/spill.md), so these routings never read the disk.
+    // they insert, under the key lock) except while it moves, and a scan
+    // that missed looks again if a move ran meanwhile (key_mover.h). The
+    // spill tier needs hash routing (docs/spill.md), so these routings never
+    // read the disk.
     const int first = IndexOfNode(requester);
     const int n = node_count();
-    for (int k = 0; k < n; ++k) {
-      NodeShard& shard = *shards_[(first + k) % n];
-      GetResult r = shard.Get(h, key.key, value, requester, key_lock,
-                              /*count_miss=*/false, read_disk, wanted, kind);
-      if (r.found) return r;
+    const bool migrate = options_.migrate_to_readers;
+    for (;;) {
+      const uint32_t moves = migrate ? mover_.MovesBefore(h) : 0;
+      for (int k = 0; k < n; ++k) {
+        NodeShard& shard = *shards_[(first + k) % n];
+        GetResult r = shard.Get(h, key.key, value, requester, key_lock,
+                                /*count_miss=*/false, read_disk, wanted, kind);
+        if (!r.found) continue;
+        // Chunked values and their chunks stay put (key_mover.h).
+        if (migrate && kind != nullptr && *kind == EntryKind::kValue) {
+          const int reader = router_.IndexOf(requester);
+          mover_.OnRead(h, shard,
+                        reader < 0 ? nullptr : shards_[reader].get(),
+                        key_lock);
+        }
+        return r;
+      }
+      if (!migrate || !mover_.MovedSince(h, moves)) break;
     }
     if (wanted != EntryKind::kChunk) shards_[first]->CountMiss();
     return GetResult{};
@@ -555,6 +583,8 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
   bool started_ = false;
   // Values too large for one entry (chunked_value.h).
   ChunkedValues chunked_;
+  // Keys following their readers (migrate_to_readers).
+  KeyMover mover_;
 };
 
 }  // namespace

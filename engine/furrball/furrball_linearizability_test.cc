@@ -9,6 +9,8 @@
 // else happens to the key while the others run, e.g. moving it between
 // nodes, and the same checker judges the result. Op counts are bounded and
 // nothing sleeps or is timed.
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -26,6 +28,7 @@
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/node_thread_testing.h"
 #include "engine/furrball/register_history.h"
 #include "engine/furrball/sync.h"
 
@@ -55,6 +58,10 @@ struct ScenarioContext {
 struct Scenario {
   int nodes = 2;
   RoutingPolicy routing = RoutingPolicy::kRoundRobin;
+  // FurrBallOptions::migrate_to_readers (keys follow their readers).
+  bool migrate_to_readers = false;
+  // FurrBallOptions::simulated_remote_delay_ns.
+  uint32_t remote_delay_ns = 0;
   // Runs on a thread of its own alongside the others until *stop.
   std::function<void(ScenarioContext&)> extra;
 };
@@ -77,14 +84,17 @@ class Recorder {
     });
   }
 
-  void Get() {
+  // True if the key was found.
+  bool Get() {
+    bool found = false;
     ctx_.history->Record(Op(RegisterOp::Kind::kGet), [&](RegisterOp& o) {
       const GetResult r = ctx_.ball->Get(kKey, &o.value);
       ASSERT_EQ(r.error, Error::kOk);
-      o.found = r.found;
+      o.found = found = r.found;
       o.version = r.version;
       if (!r.found) o.value.clear();
     });
+    return found;
   }
 
   void Delete() {
@@ -141,6 +151,8 @@ RegisterCheck RunScenario(const Scenario& scenario) {
   o.node_count = scenario.nodes;
   o.simulate_topology = true;
   o.routing = scenario.routing;
+  o.migrate_to_readers = scenario.migrate_to_readers;
+  o.simulated_remote_delay_ns = scenario.remote_delay_ns;
   o.clock = &clock;
   absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
   EXPECT_TRUE(ball.ok()) << ball.status();
@@ -278,6 +290,78 @@ TEST(FurrBallLinearizabilityHookTest, TheExtraThreadRunsUntilTheOthersStop) {
                           << check.explanation;
   EXPECT_GT(extra_ops.load(), 0);
 }
+
+// The key moves back and forth between the nodes (migrate_to_readers,
+// key_mover.h) while the scenario's readers, writers, deleter and clock run:
+// the extra thread starts one hammering reader per node, bound to it by its
+// CPUs. They take turns: the phase's node reads the key flat out, so that
+// its remote reads dominate and the key moves there, while the other node
+// reads it once per 16 of those reads and writes it (no TTL) when it finds
+// it gone, so that there is a key to move. Every op is recorded. The hammers run a
+// fixed number of phases, also after the other threads are done: the
+// scenario's deletes and 10 ms TTLs leave a key little time to collect the
+// ~128 remote reads a move takes, and the moves after them are what keep
+// the count of moves from ever being zero.
+class FurrBallLinearizabilityMigrationTest
+    : public ::testing::TestWithParam<RoutingPolicy> {};
+
+TEST_P(FurrBallLinearizabilityMigrationTest, TheKeyMovingBetweenNodesIsLinearizable) {
+  constexpr uint64_t kPhaseReads = 300;
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr uint64_t kPhases = 8;
+#else
+  constexpr uint64_t kPhases = 48;
+#endif
+  Scenario s;
+  s.nodes = 2;
+  s.routing = GetParam();
+  s.migrate_to_readers = true;
+  // Widens the window a scan can fall into (probe one node, wait, probe
+  // the other while the key moves the other way).
+  s.remote_delay_ns = 2000;
+  uint64_t moves = 0;
+  s.extra = [&](ScenarioContext& ctx) {
+    const cpu_set_t cpus[2] = {furrball_testing::CpusOfNode(*ctx.ball, 0),
+                               furrball_testing::CpusOfNode(*ctx.ball, 1)};
+    std::atomic<uint64_t> reads{0};  // the phases' reads
+    std::vector<std::thread> hammers;
+    for (int n = 0; n < 2; ++n) {
+      hammers.emplace_back([&, n] {
+        // Before the thread's first call: the cache caches its node then.
+        sched_setaffinity(0, sizeof(cpus[n]), &cpus[n]);
+        Recorder r(ctx, /*thread=*/100 + n);
+        uint64_t last = 0;
+        for (;;) {
+          const uint64_t done = reads.load(std::memory_order_relaxed);
+          if (done >= kPhases * kPhaseReads) break;
+          if ((done / kPhaseReads) % 2 == static_cast<uint64_t>(n)) {
+            reads.fetch_add(1, std::memory_order_relaxed);
+            r.Get();
+          } else if (done - last < 16) {
+            std::this_thread::yield();
+          } else {
+            last = done;
+            if (!r.Get()) r.Set(/*with_ttl=*/false);
+          }
+        }
+      });
+    }
+    for (std::thread& t : hammers) t.join();
+    for (const NodeStatsSnapshot& st : ctx.ball->Stats()) {
+      moves += st.migrations_in;
+    }
+  };
+  const RegisterCheck check = RunScenario(s);
+  EXPECT_TRUE(check.ok()) << ViolationName(check.violation) << ": "
+                          << check.explanation;
+  std::printf("the key moved %llu times\n",
+              static_cast<unsigned long long>(moves));
+  EXPECT_GE(moves, kPhases / 8) << "the scenario hardly tests moves";
+}
+
+INSTANTIATE_TEST_SUITE_P(SearchRoutings, FurrBallLinearizabilityMigrationTest,
+                         ::testing::Values(RoutingPolicy::kRoundRobin,
+                                           RoutingPolicy::kThreadLocal));
 
 }  // namespace
 }  // namespace furrballs

@@ -19,6 +19,7 @@
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball_testing.h"
 #include "engine/furrball/key_meta.h"
+#include "engine/furrball/node_thread_testing.h"
 #include "engine/furrball/sync.h"
 #include "engine/numatic/error_status.h"
 #include "engine/numatic/numatic.h"
@@ -705,25 +706,6 @@ TEST(FurrBallTest, ThreadLocalRoutingPlacesKeysOnTheWritersNode) {
   ASSERT_TRUE(ball->Get("tl3", &v).found);
 }
 
-// Runs `fn` on node `node`'s pinned worker and waits for it, so that
-// GetCurrentNode() is that node inside it (thread-local routing).
-void RunOnNode(FurrBall& ball, int node, const std::function<void()>& fn) {
-  struct Ctx {
-    const std::function<void()>* fn;
-    furrball_internal::Notification done;
-  } ctx{&fn, {}};
-  ASSERT_EQ(ball.SubmitToNode(
-                node,
-                [](void* p) {
-                  Ctx* c = static_cast<Ctx*>(p);
-                  (*c->fn)();
-                  c->done.Notify();
-                },
-                &ctx),
-            Error::kOk);
-  ctx.done.WaitForNotification();
-}
-
 // The node holding the one key of `ball` (by live_keys).
 int NodeHolding(const FurrBall& ball) {
   const std::vector<NodeStatsSnapshot> stats = ball.Stats();
@@ -757,7 +739,8 @@ TEST(FurrBallTest, VersionsIncreaseWhenAKeyIsRecreatedOnAnotherNode) {
         second = ball->Set("k", absl::StrCat("b", round));
       };
       if (routing == RoutingPolicy::kThreadLocal) {
-        RunOnNode(*ball, writer_node, write);
+        ASSERT_EQ(furrball_testing::RunOnNode(*ball, writer_node, write),
+                  Error::kOk);
       } else {
         write();
       }

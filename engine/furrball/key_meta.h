@@ -38,11 +38,15 @@ namespace furrballs {
 // key's lock; and the in-place overwrite, the one place where matching a
 // stale KeyMeta could write out of bounds, re-reads the footprint under the
 // slot's lock instead of trusting it.
+inline constexpr int kVersionBits = 56;
+inline constexpr int kLocalityBits = 8;
 inline constexpr int kExpiryBits = 40;
 inline constexpr int kOffsetWordBits = 24;
 inline constexpr int kPageBits = 16;
 inline constexpr int kGenerationBits = 16;
 inline constexpr uint64_t kMaxExpiryMs = (uint64_t{1} << kExpiryBits) - 1;
+// Versions stay below this (node_shard.h, "Versions").
+inline constexpr uint64_t kVersionLimit = uint64_t{1} << kVersionBits;
 inline constexpr uint32_t kGenerationMask = (uint32_t{1} << kGenerationBits) - 1;
 // The most pages a node may have: KeyMeta::page is their index.
 inline constexpr uint32_t kMaxPagesPerNode = uint32_t{1} << kPageBits;
@@ -70,7 +74,13 @@ struct KeyMeta {
   // new version, and a relocation lands on a new (page, generation, offset). A reader that sees
   // the same KeyMeta before and after copying the bytes therefore copied
   // bytes nobody changed (the Get protocol in node_shard.h).
-  uint64_t version = 0;
+  // Below kVersionLimit: the top byte of the word is the locality counters'.
+  uint64_t version : kVersionBits = 0;
+  // SimpleMigratePolicy's two 4-bit counters (migrate_policy.h), in bits
+  // the version leaves free, so counting costs no byte per key. Not part of
+  // what names a byte image: they change on sampled reads (key_mover.h) and
+  // operator== leaves them out.
+  uint64_t locality : kLocalityBits = 0;
   // Monotonic deadline (Clock::NowMs), 0 = never; at most kMaxExpiryMs.
   uint64_t expiry_ms : kExpiryBits = 0;
   // The entry header's offset within the page, in 8-byte words (offset()).
@@ -89,7 +99,13 @@ struct KeyMeta {
     return expiry_ms != 0 && now_ms >= expiry_ms;
   }
 
-  friend bool operator==(const KeyMeta&, const KeyMeta&) = default;
+  // The same byte image with the same deadline; the locality counters are
+  // not compared (see `locality`).
+  friend bool operator==(const KeyMeta& a, const KeyMeta& b) {
+    return a.version == b.version && a.expiry_ms == b.expiry_ms &&
+           a.offset_words == b.offset_words && a.page == b.page &&
+           a.generation == b.generation;
+  }
 };
 #pragma pack(pop)
 
@@ -99,10 +115,11 @@ static_assert(sizeof(KeyMeta) == 20 && alignof(KeyMeta) == 4,
               "no implicit padding, so a slot copy is fully defined; 20 bytes "
               "leave a 4-byte tail, which CMap keeps in its seq word: with "
               "seq and fingerprint a slot is 32 bytes");
-static_assert(kExpiryBits + kOffsetWordBits == 64 &&
+static_assert(kVersionBits + kLocalityBits == 64 &&
+                  kExpiryBits + kOffsetWordBits == 64 &&
                   kPageBits + kGenerationBits == 32,
-              "each bit-field unit is full: (deadline, offset) and (page, "
-              "generation)");
+              "each bit-field unit is full: (version, locality), (deadline, "
+              "offset) and (page, generation)");
 
 // Whether `m` names the entry at (page, offset) of that page generation
 // (the page's full counter; KeyMeta keeps its low kGenerationBits).

@@ -252,6 +252,8 @@ NodeStatsSnapshot NodeShard::Snapshot() const {
       stats_.Sum(Counter::kColdMigrationsCooperative);
   s.cold_pages_spilled = stats_.Sum(Counter::kColdPagesSpilled);
   s.cold_fallbacks = stats_.Sum(Counter::kColdFallbacks);
+  s.migrations_in = stats_.Sum(Counter::kMigrationsIn);
+  s.migrations_out = stats_.Sum(Counter::kMigrationsOut);
   if (spill_index_ != nullptr) {
     s.spill_keys_indexed = spill_index_->size();
     s.spill_disk_bytes =

@@ -410,6 +410,30 @@ class NodeShard {
                       std::string* replaced_head = nullptr);
   Error Touch(const HashPair& h, uint64_t ttl_ms);
 
+  // ---- Keys following their readers (key_mover.h) ----------------------
+
+  // Counts one sampled read of resident key `h` in its locality counters
+  // (migrate_policy.h): by a thread on this node (local) or on another.
+  // True if the key should now move to that reader's node. Lock-free: one
+  // more probe, and a seqlock write of the slot unless the counters would
+  // not change (or a writer holds the slot: the sample is dropped).
+  bool RecordRead(const HashPair& h, bool local);
+  // REQUIRES: the key's write lock.
+  // Copies the payload (entry.h: key, kind, value) and KeyMeta of `h` if it
+  // is resident, unexpired and a client's plain value; false otherwise
+  // (chunked heads and chunks stay where they are: key_mover.h).
+  bool CopyForMove(const HashPair& h, std::string* payload, KeyMeta* meta);
+  // REQUIRES: the key's write lock; `h` is not resident here.
+  // Inserts a moved copy with meta's version and deadline and the counters
+  // SimpleMigratePolicy::AfterMove gives it; counted as a migration in.
+  Error InsertMoved(const HashPair& h, std::string_view payload,
+                    const KeyMeta& meta);
+  // REQUIRES: the key's write lock.
+  // Erases the source copy of a moved key (retrying while a mover or a
+  // counter holds its slot: under the key lock they are bounded) and counts
+  // a migration out. False if it was gone already (evicted meanwhile).
+  bool EraseMoved(const HashPair& h);
+
   // Counts a miss of a search that found the key on no node.
   void CountMiss() { stats_.Add(Counter::kMisses); }
   // Hands the spill batch to the node's spill writer if ARC victims filled
@@ -692,9 +716,12 @@ class NodeShard {
   GetResult ReloadPage(uint64_t page_id, const HashPair& wanted,
                        const SpilledKey& wanted_entry,
                        std::string* wanted_value);
-  // Inserts a reloaded key. REQUIRES: its key lock; it is not resident.
+  // Inserts a key's payload (entry.h) with the version, deadline and
+  // locality counters it had: a reloaded key, or one moving in from another
+  // node (InsertMoved). REQUIRES: its key lock; it is not resident.
   Error InsertReloaded(const HashPair& h, std::string_view value,
-                       uint64_t version, uint64_t expiry_ms);
+                       uint64_t version, uint64_t expiry_ms,
+                       uint8_t locality = 0);
   // Deletes the blobs of pages none of whose keys are indexed any more.
   void DeleteDeadSpillPages();
   // Drops a slice of stale spill index entries (expired, or of pages the
@@ -737,7 +764,8 @@ class NodeShard {
     std::atomic<uint64_t> value;
   };
   // The counter of the keys whose home is this node, from 1 up (see
-  // "Versions"). Versions stay below 2^56, leaving the top byte free:
+  // "Versions"). Versions stay below 2^56 (kVersionLimit): KeyMeta keeps
+  // its locality counters in the version word's top byte (key_meta.h).
   // 2^56 versions last 228 years at 10^7 writes/s of one version each, and
   // 27 years in the worst pattern, each key inserted, overwritten once and
   // deleted (1 + kVersionStride versions for the two writes).

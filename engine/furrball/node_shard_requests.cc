@@ -361,7 +361,9 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
         before = m;
         replaced = HeaderOf(m);
         CopyIfChunkedHead(m, replaced_head);
+        const uint64_t locality = m.locality;  // who reads it is unchanged
         m = fresh;
+        m.locality = locality;
       });
       if (err == Error::kOk && same) {
         pool_.Publish(r.page, capacity);

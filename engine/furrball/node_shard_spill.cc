@@ -184,7 +184,8 @@ GetResult NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
 }
 
 Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
-                                uint64_t version, uint64_t expiry_ms) {
+                                uint64_t version, uint64_t expiry_ms,
+                                uint8_t locality) {
   const uint32_t size = static_cast<uint32_t>(value.size());
   const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(size));
   for (;;) {
@@ -193,11 +194,12 @@ Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
     if (reserve_err != Error::kOk) return reserve_err;
     stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
     WriteEntry(pool_.EntryAt(r.page, r.offset), h, value, capacity);
-    const KeyMeta fresh{.version = version,
-                        .expiry_ms = std::min(expiry_ms, kMaxExpiryMs),
-                        .offset_words = KeyMeta::OffsetWords(r.offset),
-                        .page = r.page,
-                        .generation = r.generation & kGenerationMask};
+    KeyMeta fresh{.version = version,
+                  .expiry_ms = std::min(expiry_ms, kMaxExpiryMs),
+                  .offset_words = KeyMeta::OffsetWords(r.offset),
+                  .page = r.page,
+                  .generation = r.generation & kGenerationMask};
+    fresh.locality = locality;
     if (!config_.eviction_enabled &&
         resident_keys_.fetch_add(1, std::memory_order_relaxed) >=
             static_cast<int64_t>(arc_->capacity())) {

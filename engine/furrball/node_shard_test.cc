@@ -46,7 +46,8 @@ TEST(PointsAtTest, ComparesThePagesGenerationModuloTheKeptBits) {
 // and generation) in its seq word.
 TEST(KeyMetaTest, LargestFieldsRoundTripThroughACMapSlot) {
   static_assert(kMaxPageSize - kEntryAlignment < kMaxKeyMetaOffset);
-  const KeyMeta widest{.version = ~uint64_t{0},
+  const KeyMeta widest{.version = kVersionLimit - 1,
+                       .locality = 0xff,
                        .expiry_ms = kMaxExpiryMs,
                        .offset_words = KeyMeta::OffsetWords(
                            static_cast<uint32_t>(kMaxPageSize - kEntryAlignment)),
@@ -56,6 +57,8 @@ TEST(KeyMetaTest, LargestFieldsRoundTripThroughACMapSlot) {
   EXPECT_EQ(widest.page, kMaxPagesPerNode - 1);
   EXPECT_EQ(widest.generation, kGenerationMask);
   EXPECT_EQ(widest.expiry_ms, kMaxExpiryMs);
+  EXPECT_EQ(widest.version, kVersionLimit - 1);
+  EXPECT_EQ(widest.locality, 0xffu);
   EXPECT_TRUE(PointsAt(widest, kMaxPagesPerNode - 1,
                        static_cast<uint32_t>(kMaxPageSize - kEntryAlignment),
                        kGenerationMask));
@@ -68,6 +71,12 @@ TEST(KeyMetaTest, LargestFieldsRoundTripThroughACMapSlot) {
   lone.generation = kGenerationMask;
   EXPECT_EQ(lone.page, 0u);
   lone = KeyMeta{};
+  lone.locality = 0xff;
+  EXPECT_EQ(lone.version, 0u);
+  lone = KeyMeta{};
+  lone.version = kVersionLimit - 1;
+  EXPECT_EQ(lone.locality, 0u);
+  lone = KeyMeta{};
   lone.offset_words = KeyMeta::OffsetWords(
       static_cast<uint32_t>(kMaxPageSize - kEntryAlignment));
   EXPECT_EQ(lone.expiry_ms, 0u);
@@ -77,6 +86,7 @@ TEST(KeyMetaTest, LargestFieldsRoundTripThroughACMapSlot) {
   const HashPair h{1, 2};
   ASSERT_TRUE(table.Set(h, widest).inserted);
   EXPECT_EQ(table.Find(h), std::optional<KeyMeta>(widest));
+  EXPECT_EQ(table.Find(h)->locality, 0xffu) << "== leaves the counters out";
   KeyMeta next = widest;
   next.page = 1;
   next.generation = 2;

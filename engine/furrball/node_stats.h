@@ -65,6 +65,9 @@ enum class Counter : uint8_t {
   kKeyTableGrowths,   // key table growths completed
   kKeyTableFull,      // ARC evictions that made room for an insert, the
                       // victim dropped (kEvictionsKeys) or spilled
+  kMigrationsIn,      // keys moved here because this node's threads read
+                      // them (key_mover.h)
+  kMigrationsOut,     // keys moved away to the node that reads them
   kCount,
 };
 

@@ -62,6 +62,12 @@ struct FurrBallOptions {
 
   // Where new keys go and how Get finds them (see RoutingPolicy).
   RoutingPolicy routing = RoutingPolicy::kHash;
+  // Keys follow their readers (report §2.9.4, SimpleMigratePolicy): a key
+  // read mostly from another node than its own moves there
+  // (engine/furrball/key_mover.h). Only with kRoundRobin or kThreadLocal,
+  // and not with the spill tier. Off by default: docs/engine.md ("Keys
+  // follow their readers") has the measurement it has to beat.
+  bool migrate_to_readers = false;
 
   // Limits on what a client may store. Anything over a limit is rejected with
   // kKeyTooLarge / kValueTooLarge, never truncated. Keys: at most 16,383

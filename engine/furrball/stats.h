@@ -83,6 +83,12 @@ struct NodeStatsSnapshot {
   uint64_t cold_migrations_cooperative = 0;  // ... of which by Sets
   uint64_t cold_pages_spilled = 0;    // COLD pages spilled/evicted whole
   uint64_t cold_fallbacks = 0;        // refills that used ForceEvictOne
+
+  // Keys following their readers (FurrBallOptions::migrate_to_readers; all
+  // 0 when off): keys moved to this node because its threads read them, and
+  // keys moved away from it to the node that reads them.
+  uint64_t migrations_in = 0;
+  uint64_t migrations_out = 0;
 };
 
 }  // namespace furrballs

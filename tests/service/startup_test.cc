@@ -204,7 +204,13 @@ INSTANTIATE_TEST_SUITE_P(
                  "(to 128 KiB or more), or leave it automatic"},
         FlagCase{"SpillWithoutHashRouting",
                  {"--spill", "--routing=round_robin"},
-                 "--spill needs --routing=hash"}),
+                 "--spill needs --routing=hash"},
+        FlagCase{"MigrationUnderHashRouting", {"--migrate_to_readers"},
+                 "--migrate_to_readers needs --routing=round_robin or "
+                 "thread_local"},
+        FlagCase{"MigrationWithSpill",
+                 {"--migrate_to_readers", "--spill", "--routing=thread_local"},
+                 "--migrate_to_readers cannot be combined with --spill"}),
     [](const ::testing::TestParamInfo<FlagCase>& info) {
       return std::string(info.param.name);
     });
