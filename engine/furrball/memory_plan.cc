@@ -151,32 +151,37 @@ uint32_t RetiredPagesFor(const MemoryPlan& plan, uint64_t key_table_bytes) {
 uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
                           uint32_t keep_free) {
   const uint64_t c = load.capacity;
-  const uint32_t in_service = plan.page_count - load.retired_pages;
   const bool full = load.evicted_for_keys && load.resident_keys * 16 >= c * 15;
-  if (c >= plan.key_ceiling || !full ||
-      uint64_t{load.free_pages} * 8 <= in_service) {
-    return load.capacity;
-  }
-  const uint32_t spare =
-      load.free_pages > keep_free ? load.free_pages - keep_free : 0;
-  return GrowthTarget(plan, load.capacity, load.retired_pages, spare);
+  if (c >= plan.key_ceiling || !full) return load.capacity;
+  const uint32_t in_service = plan.page_count - load.retired_pages;
+  const uint32_t used =
+      in_service - std::min(in_service, load.free_pages);
+  return GrowthTarget(plan, load.capacity,
+                      EntryPages{used, load.resident_keys}, keep_free);
 }
 
-uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys, uint32_t retired,
-                      uint32_t spare_pages) {
+uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
+                      const EntryPages& entries, uint32_t keep_free) {
   const uint64_t most =
       std::min<uint64_t>(uint64_t{keys} * 2, plan.key_ceiling);
-  const uint64_t least = uint64_t{keys} + std::max<uint32_t>(keys / 4, 1);
+  const uint64_t least = uint64_t{keys} + std::max<uint32_t>(keys / 16, 1);
   if (most < least) return keys;
-  // Pages out of service during the growth: those already retired and the
-  // spare ones, keeping the pool's minimum in service.
-  const uint64_t can_retire = std::min<uint64_t>(
-      uint64_t{retired} + spare_pages,
+  const uint64_t can_retire =
       plan.page_count - std::min<uint64_t>(plan.page_count,
-                                           PagePool::kMinPages));
+                                           PagePool::kMinPages);
+  // Pages `to` entries take at the pages per key seen now (rounded up: the
+  // open and staging pages count as if they grew with the keys, which errs
+  // towards the smaller table).
+  auto entry_pages = [&](uint64_t to) -> uint64_t {
+    if (entries.keys == 0) return 0;
+    return (uint64_t{entries.pages} * to + entries.keys - 1) / entries.keys;
+  };
   auto fits = [&](uint64_t to) {
+    const uint32_t after = RetiredPagesFor(plan, KeyTableBytes(to));
     return RetiredPagesFor(plan, KeyTableGrowthPeakBytes(keys, to)) <=
-           can_retire;
+               can_retire &&
+           after <= plan.page_count &&
+           plan.page_count - after >= entry_pages(to) + keep_free;
   };
   if (!fits(least)) return keys;
   return static_cast<uint32_t>(LargestFitting(least, most, fits));

@@ -42,9 +42,12 @@
 // quarters of the old table more than the share; it holds no more.
 //
 // RetiredPagesFor says how many pages must be out of service for a key
-// table of a given size, and GrowthTarget how far a node can grow with
-// the pages it can spare; NodeShard retires the pages before it grows and
-// gives back those the finished table no longer needs.
+// table of a given size, and GrowthTarget how far a node should grow: as
+// far as the grown table leaves pages for its keys, which is the split of
+// the share that holds the most keys of the entry size seen; NodeShard
+// retires the pages before it grows (evicting entries if the free ones
+// do not pay for the peak) and gives back those the finished table no
+// longer needs.
 //
 // The page size, when not set, follows the budget alone: 2 MiB while a
 // node gets 32 such pages, else the largest power of two that gives it 64
@@ -114,14 +117,26 @@ uint64_t KeyTableGrowthPeakBytes(uint64_t from, uint64_t to);
 // the share holds; more than page_count if it cannot.
 uint32_t RetiredPagesFor(const MemoryPlan& plan, uint64_t key_table_bytes);
 
-// The capacity a node whose key table holds `keys` slots can grow to now:
-// the largest in (keys, min(2 * keys, key_ceiling)] whose growth peak is
-// paid for by `retired` pages already out of service plus at most
-// `spare_pages` more, leaving at least PagePool::kMinPages in service; and
-// at least keys + keys / 4 (a smaller step would cost a whole migration
-// for little). `keys` itself when there is none.
+// What a node's entries take: `pages` pages in service that are not free
+// hold its `keys` resident keys.
+struct EntryPages {
+  uint32_t pages = 0;
+  uint64_t keys = 0;
+};
+
+// The capacity a node whose key table holds `keys` slots grows to: the
+// largest in [keys + keys / 16, min(2 * keys, key_ceiling)] whose finished
+// table leaves, beside `keep_free` free pages, the pages that as many keys
+// take at the pages per key `entries` shows; and whose growth peak leaves
+// at least PagePool::kMinPages in service. `keys` itself when there is
+// none (a sixteenth more keys is the least worth a migration). The
+// peak's pages come from the free ones first, then from entries evicted
+// to free them (NodeShard::RetirePages): keys the full table was evicting
+// anyway, for a table that holds more of them for good once the growth
+// gives the pages it no longer needs back. With entries.keys = 0 the
+// entries take no pages: the most the share allows.
 uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
-                      uint32_t retired, uint32_t spare_pages);
+                      const EntryPages& entries, uint32_t keep_free);
 
 // What a node's worker sees of its key table and pages when it decides.
 struct KeyTableLoad {
@@ -134,13 +149,18 @@ struct KeyTableLoad {
 
 // The growth rule, looked at once a maintenance pass: a key table that is
 // full (ARC holds its c keys, give or take a sixteenth, and evicted by key
-// count since the last look) while more than an eighth of the page bytes
-// in service are free grows to GrowthTarget, the free pages beyond
-// `keep_free` (the reserve the worker keeps for writers) being what it may
-// spend. Full table and free pages together mean the entries are smaller
-// than the table was planned for: keys are being evicted that the pages
-// had room for. Returns the capacity to grow to, or load.capacity for
-// none.
+// count since the last look) grows to GrowthTarget, the pages in service
+// that are not free telling what a key's entry takes, `keep_free` being
+// the free pages the worker keeps for writers. It grows while a larger
+// table would leave pages for its keys, i.e. towards the split of the
+// share between key table and pages that holds the most keys of the
+// entry size seen: a full table with pages to spare means keys are being
+// evicted that the pages had room for. (Until 2026-11-24 the rule was
+// "more than an eighth of the pages free, and the growth's peak paid with
+// free pages only": at 64 MiB with 64-byte values the table stopped at
+// 230,400 keys with 5 of its 20 pages free, 2 more than the worker keeps,
+// while the smallest next growth's peak needed 5.) Returns the capacity
+// to grow to, or load.capacity for none.
 uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
                           uint32_t keep_free);
 

@@ -223,15 +223,17 @@ TEST(MemoryPlanTest, GrowthKeepsTheShareAtEveryStep) {
         };
         ASSERT_LE(total(KeyTableBytes(plan->max_keys), 0), share);
         EXPECT_GT(plan->key_ceiling, 4 * plan->max_keys);
-        EXPECT_EQ(GrowthTarget(*plan, plan->max_keys, 0, 0), plan->max_keys)
-            << "a full budget has nothing to pay with";
+        EXPECT_EQ(GrowthTarget(*plan, plan->max_keys,
+                               EntryPages{plan->page_count, plan->max_keys},
+                               0),
+                  plan->max_keys)
+            << "entries in every page leave nothing to pay with";
         uint32_t keys = plan->max_keys;
         uint32_t retired = 0;
         int growths = 0;
         for (;;) {
-          const uint32_t spare =
-              plan->page_count - retired - PagePool::kMinPages;
-          const uint32_t to = GrowthTarget(*plan, keys, retired, spare);
+          // Entries that take no pages: the most the share allows.
+          const uint32_t to = GrowthTarget(*plan, keys, EntryPages{}, 0);
           if (to == keys) break;
           ASSERT_GT(to, keys);
           ASSERT_LE(to, 2 * uint64_t{keys});
@@ -261,7 +263,7 @@ TEST(MemoryPlanTest, AGivenKeyCountNeverGrows) {
   absl::StatusOr<MemoryPlan> plan = PlanMemory(o, 1);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->key_ceiling, 10000u);
-  EXPECT_EQ(GrowthTarget(*plan, 10000, 0, plan->page_count), 10000u);
+  EXPECT_EQ(GrowthTarget(*plan, 10000, EntryPages{}, 0), 10000u);
   EXPECT_EQ(plan->Summary().find("grows"), std::string::npos);
 }
 
@@ -272,33 +274,52 @@ absl::StatusOr<MemoryPlan> PlanFor1KiBEntries() {
   return PlanMemory(o, 1);
 }
 
-// A growth is as large as the spare pages pay for, and none when they pay
-// for less than a quarter more keys.
-TEST(MemoryPlanTest, GrowthIsWhatTheSparePagesPayFor) {
+// The pages in service once a table of `keys` slots has paid for itself.
+uint32_t InServiceAfter(const MemoryPlan& plan, uint64_t keys) {
+  return plan.page_count - RetiredPagesFor(plan, KeyTableBytes(keys));
+}
+
+// A growth goes as far as the grown table leaves pages for its keys at the
+// pages per key seen, beside the kept free pages: one key more would not
+// fit (or the doubling is reached). None when a sixteenth more keys would
+// not fit.
+TEST(MemoryPlanTest, GrowthIsWhatLeavesPagesForTheKeys) {
   const absl::StatusOr<MemoryPlan> plan = PlanFor1KiBEntries();
   ASSERT_TRUE(plan.ok()) << plan.status();
   SCOPED_TRACE(plan->Summary());
   const uint32_t c = plan->max_keys;
   EXPECT_NE(plan->Summary().find("grows to up to"), std::string::npos);
-  const uint32_t doubling = RetiredPagesFor(
-      *plan, KeyTableGrowthPeakBytes(c, 2 * uint64_t{c}));
-  EXPECT_EQ(GrowthTarget(*plan, c, 0, doubling), 2 * c);
-  EXPECT_EQ(GrowthTarget(*plan, c, doubling, 0), 2 * c)
-      << "pages already retired pay too";
-  const uint32_t partial = GrowthTarget(*plan, c, 0, doubling - 1);
-  EXPECT_LT(partial, 2 * c);
-  EXPECT_GE(partial, c + c / 4);
-  EXPECT_LE(RetiredPagesFor(*plan, KeyTableGrowthPeakBytes(c, partial)),
-            doubling - 1);
-  const uint32_t quarter =
-      RetiredPagesFor(*plan, KeyTableGrowthPeakBytes(c, c + c / 4));
-  ASSERT_GT(quarter, 0u);
-  EXPECT_EQ(GrowthTarget(*plan, c, 0, quarter - 1), c);
+  EXPECT_EQ(GrowthTarget(*plan, c, EntryPages{}, 0), 2 * c)
+      << "entries that take nothing: the doubling";
+  const uint32_t keep = 2;
+  auto pages_for = [](const EntryPages& e, uint64_t keys) {
+    return (uint64_t{e.pages} * keys + e.keys - 1) / e.keys;
+  };
+  // 64-byte values: c keys in 2 of the pages.
+  const EntryPages small{2, c};
+  const uint32_t to = GrowthTarget(*plan, c, small, keep);
+  ASSERT_GT(to, c);
+  ASSERT_LE(to, 2 * c);
+  EXPECT_GE(InServiceAfter(*plan, to), pages_for(small, to) + keep);
+  if (to < 2 * c) {
+    EXPECT_LT(InServiceAfter(*plan, to + 1), pages_for(small, to + 1) + keep);
+  }
+  // Entries that fill all but a few pages: a sixteenth more keys does not
+  // fit beside the grown table.
+  const uint32_t most_pages = InServiceAfter(*plan, c) - keep;
+  const EntryPages large{most_pages, c};
+  EXPECT_EQ(GrowthTarget(*plan, c, large, keep), c);
+  // The pages per key seen decide: fewer keys in as many pages, less growth.
+  const EntryPages larger{8, c};
+  const EntryPages smaller{8, 2 * uint64_t{c}};
+  EXPECT_LE(GrowthTarget(*plan, c, larger, keep),
+            GrowthTarget(*plan, c, smaller, keep));
 }
 
-// The trigger: a full key table (ARC at c, evicting by key count) while
-// more than an eighth of the pages in service are free, and no growth
-// past the ceiling or with only the kept reserve free.
+// The trigger: a full key table (ARC at c, evicting by key count) grows to
+// GrowthTarget with the pages in service that are not free as the
+// entries' pages; no growth when it is not full, past the ceiling, or when
+// the pages are full.
 TEST(MemoryPlanTest, AFullKeyTableWithFreePagesGrows) {
   const absl::StatusOr<MemoryPlan> plan = PlanFor1KiBEntries();
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -312,7 +333,9 @@ TEST(MemoryPlanTest, AFullKeyTableWithFreePagesGrows) {
   const uint32_t keep = 2;
   const uint32_t to = KeyTableGrowthTo(*plan, load, keep);
   EXPECT_GT(to, c);
-  EXPECT_EQ(to, GrowthTarget(*plan, c, 0, load.free_pages - keep));
+  EXPECT_EQ(to, GrowthTarget(*plan, c,
+                             EntryPages{plan->page_count - load.free_pages, c},
+                             keep));
 
   KeyTableLoad not_evicting = load;
   not_evicting.evicted_for_keys = false;
@@ -321,16 +344,12 @@ TEST(MemoryPlanTest, AFullKeyTableWithFreePagesGrows) {
   not_full.resident_keys = c / 2;  // evictions of another kind
   EXPECT_EQ(KeyTableGrowthTo(*plan, not_full, keep), c);
   KeyTableLoad pages_full = load;
-  pages_full.free_pages = plan->page_count / 8;  // an eighth is not more
+  pages_full.free_pages = keep;
   EXPECT_EQ(KeyTableGrowthTo(*plan, pages_full, keep), c);
-  EXPECT_EQ(KeyTableGrowthTo(*plan, load, load.free_pages), c)
-      << "nothing to spend but what the worker keeps";
-  KeyTableLoad paid = load;  // a growth that retired pages already pay for
-  paid.free_pages = plan->page_count / 4;
-  paid.retired_pages = plan->page_count / 2;
-  EXPECT_EQ(KeyTableGrowthTo(*plan, paid, paid.free_pages),
-            GrowthTarget(*plan, c, paid.retired_pages, 0));
-  EXPECT_GT(KeyTableGrowthTo(*plan, paid, paid.free_pages), c);
+  KeyTableLoad retired = load;  // retired pages are not the entries'
+  retired.retired_pages = 4;
+  retired.free_pages = plan->page_count * 3 / 4 - 4;
+  EXPECT_EQ(KeyTableGrowthTo(*plan, retired, keep), to);
   KeyTableLoad at_ceiling = load;
   at_ceiling.capacity = plan->key_ceiling;
   at_ceiling.resident_keys = plan->key_ceiling;

@@ -200,15 +200,17 @@
 // maintenance pass with no lock held), one state a pass:
 //
 //   idle     the rule (KeyTableGrowthTo, memory_plan.h): ARC holds its c
-//            keys and evicted by key count since the last pass while more
-//            than an eighth of the page bytes in service are free: grow to
-//            min(2c, what the free pages beyond the worker's reserve pay
-//            for) -> paying.
+//            keys and evicted by key count since the last pass: grow to
+//            the largest capacity up to 2c whose table leaves pages for
+//            its keys at the pages per key in use now, beside the
+//            worker's reserve (none if less than c/16 more) -> paying.
 //   paying   RetirePages for the growth's peak (KeyTableGrowthPeakBytes:
 //            the new table and what of the old one is still in memory),
-//            BEFORE ConcurrentARC::Grow maps the new table -> moving; not
-//            all retired within kMaxPayingPasses, or Grow refused -> give
-//            back what the current table does not need -> idle.
+//            free pages first, then pages freed by the reclaimer (evicting
+//            what the refill would), BEFORE ConcurrentARC::Grow maps the
+//            new table -> moving; not all retired within
+//            kMaxPayingPasses, or Grow refused -> give back what the
+//            current table does not need -> idle.
 //   moving   GrowStep(kGrowMovesPerPass); Sets move keys too. When
 //            GrowStep says the growth is over (its old memory is released
 //            by then, whichever thread finished it): count it, give back
