@@ -1,0 +1,339 @@
+// Finding keys under round-robin and thread-local routing (key_locator.h):
+// every written key is found and misses are misses with every LocatePolicy,
+// with and without the location cache, on 2 and 4 simulated nodes; a
+// stale or colliding hint is never a wrong answer; a race whose workers
+// refuse the probe falls back; race Gets beside concurrent Sets only ever
+// see values written for their key. Plus the cost model's decisions.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/furrball/furrball.h"
+#include "engine/furrball/key_locator.h"
+#include "engine/furrball/sync.h"
+
+namespace furrballs {
+namespace {
+
+using furrball_internal::KeyLocator;
+using furrball_internal::Notification;
+
+using Param = std::tuple<int /*nodes*/, RoutingPolicy, LocatePolicy,
+                         bool /*location_cache*/>;
+
+FurrBallOptions Options(int nodes, RoutingPolicy routing, LocatePolicy locate,
+                        bool location_cache) {
+  FurrBallOptions o;
+  o.node_count = nodes;
+  o.simulate_topology = true;
+  o.routing = routing;
+  o.locate = locate;
+  o.location_cache = location_cache;
+  o.memory_budget_bytes = size_t{32} << 20;
+  return o;
+}
+
+NodeStatsSnapshot Total(const FurrBall& ball) {
+  NodeStatsSnapshot t;
+  for (const NodeStatsSnapshot& s : ball.Stats()) {
+    t.hits_local += s.hits_local;
+    t.hits_remote += s.hits_remote;
+    t.misses += s.misses;
+    t.location_hits += s.location_hits;
+    t.location_misses += s.location_misses;
+    t.location_stale += s.location_stale;
+    t.races += s.races;
+    t.race_wins += s.race_wins;
+    t.race_fallbacks += s.race_fallbacks;
+  }
+  return t;
+}
+
+std::string Key(int i) { return "key-" + std::to_string(i); }
+std::string Value(int i, int round) {
+  return "value-" + std::to_string(i) + "-" + std::to_string(round);
+}
+
+// Runs fn() on node `node`'s worker and waits: a write there lands on that
+// node under thread-local routing.
+template <typename Fn>
+void OnNode(FurrBall& ball, int node, Fn fn) {
+  struct Context {
+    Fn* fn;
+    Notification done;
+  } context{&fn, {}};
+  ASSERT_EQ(ball.SubmitToNode(
+                node,
+                [](void* c) {
+                  auto* ctx = static_cast<Context*>(c);
+                  (*ctx->fn)();
+                  ctx->done.Notify();
+                },
+                &context),
+            Error::kOk);
+  context.done.WaitForNotification();
+}
+
+class FurrBallLocateTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(FurrBallLocateTest, EveryWrittenKeyIsFoundAndMissesAreMisses) {
+  const auto [nodes, routing, locate, cache] = GetParam();
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
+      FurrBall::Open(Options(nodes, routing, locate, cache));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  constexpr int kKeys = 400;
+  // Written from every node's worker, so that thread-local routing spreads
+  // them over the nodes.
+  for (int node = 0; node < nodes; ++node) {
+    OnNode(ball, node, [&] {
+      for (int i = node; i < kKeys; i += nodes) {
+        ASSERT_EQ(ball.Set(Key(i), Value(i, 0)).error, Error::kOk);
+      }
+    });
+  }
+  std::string value;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < kKeys; ++i) {
+      const GetResult r = ball.Get(Key(i), &value);
+      ASSERT_TRUE(r.found) << Key(i) << " pass " << pass;
+      EXPECT_EQ(value, Value(i, 0));
+    }
+    for (int i = kKeys; i < kKeys + 100; ++i) {
+      EXPECT_FALSE(ball.Get(Key(i), &value).found) << Key(i);
+    }
+  }
+  // Deleted keys miss; rewritten ones are found with their new value,
+  // wherever the rewrite put them.
+  for (int i = 0; i < kKeys; i += 2) {
+    ASSERT_TRUE(ball.Delete(Key(i)).deleted) << Key(i);
+  }
+  for (int i = 0; i < kKeys; i += 4) {
+    ASSERT_EQ(ball.Set(Key(i), Value(i, 1)).error, Error::kOk);
+  }
+  for (int i = 0; i < kKeys; ++i) {
+    const GetResult r = ball.Get(Key(i), &value);
+    if (i % 4 == 0) {
+      ASSERT_TRUE(r.found) << Key(i);
+      EXPECT_EQ(value, Value(i, 1));
+    } else if (i % 2 == 0) {
+      EXPECT_FALSE(r.found) << Key(i);
+    } else {
+      ASSERT_TRUE(r.found) << Key(i);
+      EXPECT_EQ(value, Value(i, 0));
+    }
+  }
+  const NodeStatsSnapshot t = Total(ball);
+  // 2 x 400 + 400 hits; 2 x 100 + 100 misses.
+  EXPECT_EQ(t.hits_local + t.hits_remote, 2u * kKeys + kKeys - kKeys / 4);
+  EXPECT_EQ(t.misses, 300u);
+  constexpr uint64_t kGets = 2 * (kKeys + 100) + kKeys;
+  const uint64_t discoveries =
+      cache ? t.location_misses + t.location_stale : kGets;
+  if (cache) {
+    // Writes named every key's node, so a Get of a written key finds its
+    // hint unless another key took the entry (the cache is direct-mapped:
+    // 400 keys in 2 x 16k or 4 x 16k entries collide a few times), and the
+    // never-written and deleted keys have none.
+    EXPECT_EQ(t.location_hits + t.location_misses + t.location_stale, kGets);
+    EXPECT_GE(t.location_misses, 300u);
+    EXPECT_GE(t.location_hits, 1100u - 20);
+  } else {
+    EXPECT_EQ(t.location_hits + t.location_misses + t.location_stale, 0u);
+  }
+  if (locate == LocatePolicy::kScan) {
+    EXPECT_EQ(t.races, 0u);
+  }
+  if (locate == LocatePolicy::kRace) {
+    // Every discovery races (the test thread is no worker) and those of
+    // written keys win.
+    EXPECT_EQ(t.races, discoveries);
+    EXPECT_EQ(t.race_wins, discoveries - 300);
+    EXPECT_EQ(t.race_fallbacks, 0u);
+  }
+}
+
+TEST_P(FurrBallLocateTest, AStaleOrCollidingHintIsNeverAWrongAnswer) {
+  const auto [nodes, routing, locate, cache] = GetParam();
+  if (routing != RoutingPolicy::kThreadLocal || !cache) GTEST_SKIP();
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
+      FurrBall::Open(Options(nodes, routing, locate, cache));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  // Two keys whose hashes differ only in bits the location cache does not
+  // look at: one entry, one tag. a goes to node 0, then b to the last node,
+  // which leaves a's entry naming the last node.
+  KeyRef a = ball.Ref("key-a");
+  KeyRef b{a.hash, "key-b"};
+  b.hash.h2 ^= 0x1;
+  OnNode(ball, 0, [&] { ASSERT_EQ(ball.Set(a, "value-a").error, Error::kOk); });
+  OnNode(ball, nodes - 1,
+         [&] { ASSERT_EQ(ball.Set(b, "value-b").error, Error::kOk); });
+  std::string value;
+  GetResult r = ball.Get(a, &value);
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(value, "value-a");
+  EXPECT_EQ(Total(ball).location_stale, 1u);
+  // The discovery re-named a's node: the next Get hits the hint, and b's
+  // is now the stale one.
+  r = ball.Get(a, &value);
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(value, "value-a");
+  EXPECT_EQ(Total(ball).location_stale, 1u);
+  r = ball.Get(b, &value);
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(value, "value-b");
+  EXPECT_EQ(Total(ball).location_stale, 2u);
+  // A deleted key whose entry another key's write re-filled: a miss.
+  ASSERT_TRUE(ball.Delete(a.hash).deleted);
+  r = ball.Get(a, &value);
+  EXPECT_FALSE(r.found);
+}
+
+TEST_P(FurrBallLocateTest, AClosedCacheIsStillSearchedCompletely) {
+  const auto [nodes, routing, locate, cache] = GetParam();
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
+      FurrBall::Open(Options(nodes, routing, locate, cache));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  for (int node = 0; node < nodes; ++node) {
+    OnNode(ball, node, [&] {
+      for (int i = node; i < 64; i += nodes) {
+        ASSERT_EQ(ball.Set(Key(i), Value(i, 0)).error, Error::kOk);
+      }
+    });
+  }
+  // The workers stop; a race's probes are refused and made by the caller.
+  ball.Close();
+  std::string value;
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE(ball.Get(Key(i), &value).found) << Key(i);
+    EXPECT_EQ(value, Value(i, 0));
+    EXPECT_FALSE(ball.Get(Key(1000 + i), &value).found);
+  }
+  const NodeStatsSnapshot t = Total(ball);
+  if (locate == LocatePolicy::kRace) {
+    EXPECT_GT(t.races, 0u);
+    EXPECT_EQ(t.race_fallbacks, t.races);
+  }
+}
+
+TEST_P(FurrBallLocateTest, GetsBesideConcurrentSetsSeeOnlyTheirKeysValues) {
+  const auto [nodes, routing, locate, cache] = GetParam();
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
+      FurrBall::Open(Options(nodes, routing, locate, cache));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  constexpr int kStable = 64;   // written once, before the readers
+  constexpr int kChurn = 64;    // rewritten and deleted while they read
+  for (int i = 0; i < kStable; ++i) {
+    ASSERT_EQ(ball.Set(Key(i), Value(i, 0)).error, Error::kOk);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0}, lost{0};
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    for (int round = 1; !stop.load(std::memory_order_relaxed); ++round) {
+      for (int i = kStable; i < kStable + kChurn; ++i) {
+        if ((i + round) % 3 == 0) {
+          ball.Delete(Key(i));
+        } else {
+          ball.Set(Key(i), Value(i, round));
+        }
+      }
+    }
+  });
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      std::string value;
+      for (int round = 0; round < 30; ++round) {
+        for (int i = 0; i < kStable + kChurn; ++i) {
+          const GetResult r = ball.Get(Key((i + t * 7) % (kStable + kChurn)),
+                                       &value);
+          const int k = (i + t * 7) % (kStable + kChurn);
+          if (k < kStable && (!r.found || value != Value(k, 0))) {
+            lost.fetch_add(1);
+          }
+          if (r.found &&
+              value.rfind("value-" + std::to_string(k) + "-", 0) != 0) {
+            wrong.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  for (size_t i = 1; i < threads.size(); ++i) threads[i].join();
+  stop.store(true);
+  threads[0].join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(lost.load(), 0);
+}
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  const auto [nodes, routing, locate, cache] = info.param;
+  return std::to_string(nodes) + "Nodes" +
+         (routing == RoutingPolicy::kRoundRobin ? "RoundRobin"
+                                                : "ThreadLocal") +
+         (locate == LocatePolicy::kScan   ? "Scan"
+          : locate == LocatePolicy::kRace ? "Race"
+                                          : "Auto") +
+         (cache ? "Cache" : "NoCache");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, FurrBallLocateTest,
+    ::testing::Combine(::testing::Values(2, 4),
+                       ::testing::Values(RoutingPolicy::kRoundRobin,
+                                         RoutingPolicy::kThreadLocal),
+                       ::testing::Values(LocatePolicy::kScan,
+                                         LocatePolicy::kRace,
+                                         LocatePolicy::kAuto),
+                       ::testing::Bool()),
+    ParamName);
+
+TEST(LocationCachePlanTest, OnlySearchRoutingsPayForIt) {
+  FurrBallOptions o = Options(2, RoutingPolicy::kHash, LocatePolicy::kAuto,
+                              /*location_cache=*/true);
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->memory_plan().location_cache_bytes, 0u);
+  o.routing = RoutingPolicy::kRoundRobin;
+  opened = FurrBall::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const MemoryPlan& plan = (*opened)->memory_plan();
+  EXPECT_GE(plan.location_cache_bytes, 2u * plan.max_keys);
+  EXPECT_LE(plan.location_cache_bytes, 4u * plan.max_keys);
+  EXPECT_LE(plan.total_bytes(), plan.node_budget_bytes);
+}
+
+// ---- The cost model (key_locator.h) ----------------------------------------
+
+TEST(KeyLocatorCostModelTest, RacesOnlyWhenTheSavingExceedsTheLosersCost) {
+  // A 4-node scan of 1200 ns, 300 ns a probe: a 200 ns race saves 1000 ns
+  // and its 3 losers cost 900 ns: race. 400 ns saves 800: scan.
+  EXPECT_TRUE(KeyLocator::RaceGains({1200, 300, 200}, 4));
+  EXPECT_FALSE(KeyLocator::RaceGains({1200, 300, 400}, 4));
+  // What 2 cores measure: a race is a wake-up of every worker, tens of
+  // microseconds against a scan of a few hundred nanoseconds.
+  EXPECT_FALSE(KeyLocator::RaceGains({400, 200, 20000}, 2));
+}
+
+TEST(KeyLocatorCostModelTest, ExploringCostsAtMostAShareOfTheDiscoveries) {
+  // A race 50x a scan is re-tried once in 64 x 50 discoveries.
+  EXPECT_EQ(KeyLocator::ExplorePeriod({400, 200, 20000}, false),
+            KeyLocator::kExploreShare * 50);
+  // A winning race re-measures the scan once in kExploreShare.
+  EXPECT_EQ(KeyLocator::ExplorePeriod({1200, 300, 200}, true),
+            KeyLocator::kExploreShare);
+  // Bounded, so a hugely slow race is still re-measured now and then.
+  EXPECT_EQ(KeyLocator::ExplorePeriod({1, 1, 4000000000u}, false),
+            uint64_t{1} << 20);
+}
+
+}  // namespace
+}  // namespace furrballs
