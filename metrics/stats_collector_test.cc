@@ -299,8 +299,8 @@ TEST_F(StatsCollectorTest, BuildInfoAndProcessFamilies) {
 // the documented low-cardinality labels.
 TEST_F(StatsCollectorTest, NamesFollowConventions) {
   const std::set<std::string> allowed_labels = {
-      "node",    "op",      "code",       "tier",     "reason",
-      "locality", "direction", "version", "git_commit"};
+      "node",     "op",        "code",   "tier",    "reason",
+      "locality", "direction", "result", "version", "git_commit"};
   for (const auto& [name, f] : families_) {
     SCOPED_TRACE(name);
     EXPECT_TRUE(name.rfind("furrballs_", 0) == 0 || name.rfind("process_", 0) == 0);

@@ -26,8 +26,8 @@ using furrball_internal::Notification;
 using Param = std::tuple<int /*nodes*/, RoutingPolicy, LocatePolicy,
                          bool /*location_cache*/>;
 
-FurrBallOptions Options(int nodes, RoutingPolicy routing, LocatePolicy locate,
-                        bool location_cache) {
+FurrBallOptions Options(const Param& param) {
+  const auto [nodes, routing, locate, location_cache] = param;
   FurrBallOptions o;
   o.node_count = nodes;
   o.simulate_topology = true;
@@ -38,20 +38,11 @@ FurrBallOptions Options(int nodes, RoutingPolicy routing, LocatePolicy locate,
   return o;
 }
 
-NodeStatsSnapshot Total(const FurrBall& ball) {
-  NodeStatsSnapshot t;
-  for (const NodeStatsSnapshot& s : ball.Stats()) {
-    t.hits_local += s.hits_local;
-    t.hits_remote += s.hits_remote;
-    t.misses += s.misses;
-    t.location_hits += s.location_hits;
-    t.location_misses += s.location_misses;
-    t.location_stale += s.location_stale;
-    t.races += s.races;
-    t.race_wins += s.race_wins;
-    t.race_fallbacks += s.race_fallbacks;
-  }
-  return t;
+// One counter summed over the nodes.
+uint64_t Sum(const FurrBall& ball, uint64_t NodeStatsSnapshot::*counter) {
+  uint64_t total = 0;
+  for (const NodeStatsSnapshot& s : ball.Stats()) total += s.*counter;
+  return total;
 }
 
 std::string Key(int i) { return "key-" + std::to_string(i); }
@@ -79,24 +70,36 @@ void OnNode(FurrBall& ball, int node, Fn fn) {
   context.done.WaitForNotification();
 }
 
-class FurrBallLocateTest : public ::testing::TestWithParam<Param> {};
+class FurrBallLocateTest : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<FurrBall>> opened =
+        FurrBall::Open(Options(GetParam()));
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    ball_ = *std::move(opened);
+  }
+
+  // Keys 0..keys-1, each written from the worker of node i % nodes, so that
+  // thread-local routing spreads them over the nodes.
+  void WriteFromEveryNode(int keys) {
+    const int nodes = ball_->node_count();
+    for (int node = 0; node < nodes; ++node) {
+      OnNode(*ball_, node, [&] {
+        for (int i = node; i < keys; i += nodes) {
+          ASSERT_EQ(ball_->Set(Key(i), Value(i, 0)).error, Error::kOk);
+        }
+      });
+    }
+  }
+
+  std::unique_ptr<FurrBall> ball_;
+};
 
 TEST_P(FurrBallLocateTest, EveryWrittenKeyIsFoundAndMissesAreMisses) {
   const auto [nodes, routing, locate, cache] = GetParam();
-  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
-      FurrBall::Open(Options(nodes, routing, locate, cache));
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  FurrBall& ball = **opened;
+  FurrBall& ball = *ball_;
   constexpr int kKeys = 400;
-  // Written from every node's worker, so that thread-local routing spreads
-  // them over the nodes.
-  for (int node = 0; node < nodes; ++node) {
-    OnNode(ball, node, [&] {
-      for (int i = node; i < kKeys; i += nodes) {
-        ASSERT_EQ(ball.Set(Key(i), Value(i, 0)).error, Error::kOk);
-      }
-    });
-  }
+  WriteFromEveryNode(kKeys);
   std::string value;
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < kKeys; ++i) {
@@ -128,43 +131,45 @@ TEST_P(FurrBallLocateTest, EveryWrittenKeyIsFoundAndMissesAreMisses) {
       EXPECT_EQ(value, Value(i, 0));
     }
   }
-  const NodeStatsSnapshot t = Total(ball);
+  using N = NodeStatsSnapshot;
+  const uint64_t location_hits = Sum(ball, &N::location_hits);
+  const uint64_t location_misses = Sum(ball, &N::location_misses);
+  const uint64_t location_stale = Sum(ball, &N::location_stale);
+  const uint64_t races = Sum(ball, &N::races);
   // 2 x 400 + 400 hits; 2 x 100 + 100 misses.
-  EXPECT_EQ(t.hits_local + t.hits_remote, 2u * kKeys + kKeys - kKeys / 4);
-  EXPECT_EQ(t.misses, 300u);
+  EXPECT_EQ(Sum(ball, &N::hits_local) + Sum(ball, &N::hits_remote),
+            2u * kKeys + kKeys - kKeys / 4);
+  EXPECT_EQ(Sum(ball, &N::misses), 300u);
   constexpr uint64_t kGets = 2 * (kKeys + 100) + kKeys;
   const uint64_t discoveries =
-      cache ? t.location_misses + t.location_stale : kGets;
+      cache ? location_misses + location_stale : kGets;
   if (cache) {
     // Writes named every key's node, so a Get of a written key finds its
     // hint unless another key took the entry (the cache is direct-mapped:
     // 400 keys in 2 x 16k or 4 x 16k entries collide a few times), and the
     // never-written and deleted keys have none.
-    EXPECT_EQ(t.location_hits + t.location_misses + t.location_stale, kGets);
-    EXPECT_GE(t.location_misses, 300u);
-    EXPECT_GE(t.location_hits, 1100u - 20);
+    EXPECT_EQ(location_hits + location_misses + location_stale, kGets);
+    EXPECT_GE(location_misses, 300u);
+    EXPECT_GE(location_hits, 1100u - 20);
   } else {
-    EXPECT_EQ(t.location_hits + t.location_misses + t.location_stale, 0u);
+    EXPECT_EQ(location_hits + location_misses + location_stale, 0u);
   }
   if (locate == LocatePolicy::kScan) {
-    EXPECT_EQ(t.races, 0u);
+    EXPECT_EQ(races, 0u);
   }
   if (locate == LocatePolicy::kRace) {
     // Every discovery races (the test thread is no worker) and those of
     // written keys win.
-    EXPECT_EQ(t.races, discoveries);
-    EXPECT_EQ(t.race_wins, discoveries - 300);
-    EXPECT_EQ(t.race_fallbacks, 0u);
+    EXPECT_EQ(races, discoveries);
+    EXPECT_EQ(Sum(ball, &N::race_wins), discoveries - 300);
+    EXPECT_EQ(Sum(ball, &N::race_fallbacks), 0u);
   }
 }
 
 TEST_P(FurrBallLocateTest, AStaleOrCollidingHintIsNeverAWrongAnswer) {
   const auto [nodes, routing, locate, cache] = GetParam();
   if (routing != RoutingPolicy::kThreadLocal || !cache) GTEST_SKIP();
-  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
-      FurrBall::Open(Options(nodes, routing, locate, cache));
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  FurrBall& ball = **opened;
+  FurrBall& ball = *ball_;
   // Two keys whose hashes differ only in bits the location cache does not
   // look at: one entry, one tag. a goes to node 0, then b to the last node,
   // which leaves a's entry naming the last node.
@@ -178,17 +183,17 @@ TEST_P(FurrBallLocateTest, AStaleOrCollidingHintIsNeverAWrongAnswer) {
   GetResult r = ball.Get(a, &value);
   ASSERT_TRUE(r.found);
   EXPECT_EQ(value, "value-a");
-  EXPECT_EQ(Total(ball).location_stale, 1u);
+  EXPECT_EQ(Sum(ball, &NodeStatsSnapshot::location_stale), 1u);
   // The discovery re-named a's node: the next Get hits the hint, and b's
   // is now the stale one.
   r = ball.Get(a, &value);
   ASSERT_TRUE(r.found);
   EXPECT_EQ(value, "value-a");
-  EXPECT_EQ(Total(ball).location_stale, 1u);
+  EXPECT_EQ(Sum(ball, &NodeStatsSnapshot::location_stale), 1u);
   r = ball.Get(b, &value);
   ASSERT_TRUE(r.found);
   EXPECT_EQ(value, "value-b");
-  EXPECT_EQ(Total(ball).location_stale, 2u);
+  EXPECT_EQ(Sum(ball, &NodeStatsSnapshot::location_stale), 2u);
   // A deleted key whose entry another key's write re-filled: a miss.
   ASSERT_TRUE(ball.Delete(a.hash).deleted);
   r = ball.Get(a, &value);
@@ -196,18 +201,9 @@ TEST_P(FurrBallLocateTest, AStaleOrCollidingHintIsNeverAWrongAnswer) {
 }
 
 TEST_P(FurrBallLocateTest, AClosedCacheIsStillSearchedCompletely) {
-  const auto [nodes, routing, locate, cache] = GetParam();
-  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
-      FurrBall::Open(Options(nodes, routing, locate, cache));
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  FurrBall& ball = **opened;
-  for (int node = 0; node < nodes; ++node) {
-    OnNode(ball, node, [&] {
-      for (int i = node; i < 64; i += nodes) {
-        ASSERT_EQ(ball.Set(Key(i), Value(i, 0)).error, Error::kOk);
-      }
-    });
-  }
+  const LocatePolicy locate = std::get<2>(GetParam());
+  FurrBall& ball = *ball_;
+  WriteFromEveryNode(64);
   // The workers stop; a race's probes are refused and made by the caller.
   ball.Close();
   std::string value;
@@ -216,19 +212,15 @@ TEST_P(FurrBallLocateTest, AClosedCacheIsStillSearchedCompletely) {
     EXPECT_EQ(value, Value(i, 0));
     EXPECT_FALSE(ball.Get(Key(1000 + i), &value).found);
   }
-  const NodeStatsSnapshot t = Total(ball);
   if (locate == LocatePolicy::kRace) {
-    EXPECT_GT(t.races, 0u);
-    EXPECT_EQ(t.race_fallbacks, t.races);
+    const uint64_t races = Sum(ball, &NodeStatsSnapshot::races);
+    EXPECT_GT(races, 0u);
+    EXPECT_EQ(Sum(ball, &NodeStatsSnapshot::race_fallbacks), races);
   }
 }
 
 TEST_P(FurrBallLocateTest, GetsBesideConcurrentSetsSeeOnlyTheirKeysValues) {
-  const auto [nodes, routing, locate, cache] = GetParam();
-  absl::StatusOr<std::unique_ptr<FurrBall>> opened =
-      FurrBall::Open(Options(nodes, routing, locate, cache));
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  FurrBall& ball = **opened;
+  FurrBall& ball = *ball_;
   constexpr int kStable = 64;   // written once, before the readers
   constexpr int kChurn = 64;    // rewritten and deleted while they read
   for (int i = 0; i < kStable; ++i) {
@@ -297,8 +289,8 @@ INSTANTIATE_TEST_SUITE_P(
     ParamName);
 
 TEST(LocationCachePlanTest, OnlySearchRoutingsPayForIt) {
-  FurrBallOptions o = Options(2, RoutingPolicy::kHash, LocatePolicy::kAuto,
-                              /*location_cache=*/true);
+  FurrBallOptions o = Options(
+      Param{2, RoutingPolicy::kHash, LocatePolicy::kAuto, true});
   absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_EQ((*opened)->memory_plan().location_cache_bytes, 0u);
