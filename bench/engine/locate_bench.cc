@@ -8,8 +8,10 @@
 // reader thread (not a node worker, so it may race) reading present keys
 // uniformly at random for --seconds. Configurations of one round run one
 // after another, rounds interleaved; the table shows medians over the
-// rounds. Prints Gets/s, p50 and p99 (TSC-timed per Get), the share of Gets
-// that raced and that found their node in the location cache.
+// rounds. Prints Gets/s, p50 and p99 (TSC-timed per Get), the process's CPU
+// time per Get (the reader's and the workers' a race wakes: on a shared
+// machine steadier than Gets/s, which follows what the scheduler gives), the
+// share of Gets that raced and that found their node in the location cache.
 //
 //   bazel run -c opt //bench/engine:locate_bench -- --rounds=3
 #include <algorithm>
@@ -20,6 +22,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
@@ -60,6 +64,7 @@ struct Sample {
   double gets_per_s = 0;
   double p50_ns = 0;
   double p99_ns = 0;
+  double cpu_ns = 0;       // process CPU time per Get
   double raced = 0;        // races per Get
   double cache_hits = 0;   // location-cache hits per Get
 };
@@ -74,6 +79,14 @@ std::vector<int> Ints(const std::string& list) {
 }
 
 std::string Key(int i) { return "key:" + std::to_string(i); }
+
+// User + system CPU time of the whole process, in ns.
+double ProcessCpuNs() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  auto ns = [](const timeval& t) { return t.tv_sec * 1e9 + t.tv_usec * 1e3; };
+  return ns(u.ru_utime) + ns(u.ru_stime);
+}
 
 Sample RunOne(int nodes, int delay_ns, const Config& config,
               double ticks_per_ns) {
@@ -115,6 +128,7 @@ Sample RunOne(int nodes, int delay_ns, const Config& config,
   std::mt19937_64 rng(42);
   std::string out;
   uint64_t gets = 0, found = 0;
+  const double cpu_start = ProcessCpuNs();
   const auto start = std::chrono::steady_clock::now();
   const auto end =
       start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -133,6 +147,7 @@ Sample RunOne(int nodes, int delay_ns, const Config& config,
   const double elapsed = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
                              .count();
+  const double cpu_ns = ProcessCpuNs() - cpu_start;
   if (found != gets) {
     std::fprintf(stderr, "%s: %llu of %llu Gets missed a present key\n",
                  config.name,
@@ -145,6 +160,7 @@ Sample RunOne(int nodes, int delay_ns, const Config& config,
   s.gets_per_s = gets / elapsed;
   s.p50_ns = static_cast<double>(histogram.Percentile(0.50));
   s.p99_ns = static_cast<double>(histogram.Percentile(0.99));
+  s.cpu_ns = cpu_ns / gets;
   s.raced = static_cast<double>(after.first - before.first) / gets;
   s.cache_hits = static_cast<double>(after.second - before.second) / gets;
   return s;
@@ -175,13 +191,18 @@ int main(int argc, char** argv) {
               "medians of %d rounds\n",
               absl::GetFlag(FLAGS_keys), absl::GetFlag(FLAGS_value_bytes),
               rounds);
-  std::printf("%-5s %-8s %-11s %12s %10s %10s %8s %10s\n", "nodes", "delay",
-              "locate", "Gets/s", "p50 ns", "p99 ns", "raced", "cache hit");
+  std::printf("%-5s %-6s %-11s %10s %8s %8s %9s %7s %9s\n", "nodes", "delay",
+              "locate", "Gets/s", "p50 ns", "p99 ns", "CPU ns", "raced",
+              "cache hit");
   for (int nodes : node_counts) {
     for (int delay : delays) {
       std::vector<std::vector<Sample>> samples(kN);
       for (int r = 0; r < rounds; ++r) {
-        for (size_t c = 0; c < kN; ++c) {
+        // Each round starts at another configuration, so that none always
+        // runs first (or right after the same neighbour) while other load
+        // on the machine comes and goes.
+        for (size_t k = 0; k < kN; ++k) {
+          const size_t c = (k + r) % kN;
           samples[c].push_back(RunOne(nodes, delay, kConfigs[c], ticks_per_ns));
         }
       }
@@ -191,10 +212,11 @@ int main(int argc, char** argv) {
           for (const Sample& s : samples[c]) v.push_back(s.*f);
           return Median(v);
         };
-        std::printf("%-5d %-8d %-11s %12.0f %10.0f %10.0f %8.3f %10.3f\n",
+        std::printf("%-5d %-6d %-11s %10.0f %8.0f %8.0f %9.0f %7.4f %9.3f\n",
                     nodes, delay, kConfigs[c].name, field(&Sample::gets_per_s),
                     field(&Sample::p50_ns), field(&Sample::p99_ns),
-                    field(&Sample::raced), field(&Sample::cache_hits));
+                    field(&Sample::cpu_ns), field(&Sample::raced),
+                    field(&Sample::cache_hits));
       }
       std::fflush(stdout);
     }

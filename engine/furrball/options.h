@@ -89,8 +89,8 @@ struct FurrBallOptions {
   LocatePolicy locate = LocatePolicy::kAuto;
   // With round-robin or thread-local routing: a hint of which node holds
   // each key (location_cache.h), filled by writes and by discoveries, two
-  // bytes per key slot inside the memory budget. A wrong hint costs one
-  // probe; an answer never depends on it.
+  // to four bytes per key slot the node starts with, inside the memory
+  // budget. A wrong hint costs one probe; an answer never depends on it.
   bool location_cache = true;
 
   // Limits on what a client may store. Anything over a limit is rejected with
