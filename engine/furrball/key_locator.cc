@@ -28,8 +28,10 @@ void AddSample(std::atomic<uint32_t>& mean, uint32_t sample) {
              std::memory_order_relaxed);
 }
 
-// Per-thread counters, so that sampling and exploring write no shared line.
-thread_local uint32_t discoveries = 0;
+// Per-thread counters, so that sampling and exploring write no shared line:
+// discoveries left until this thread tries the choice it is not making,
+// and scans since the last timed one.
+thread_local uint64_t until_explore = 0;
 thread_local uint32_t scans = 0;
 
 }  // namespace
@@ -111,7 +113,11 @@ bool KeyLocator::ChooseRace() {
   if (c.scan_ns == 0) return false;  // measure the scan first
   if (c.race_ns == 0) return true;   // then one race
   const bool race_gains = RaceGains(c, router_->count());
-  if (++discoveries % ExplorePeriod(c, race_gains) == 0) return !race_gains;
+  if (until_explore == 0) {
+    until_explore = ExplorePeriod(c, race_gains);
+    return !race_gains;
+  }
+  --until_explore;
   return race_gains;
 }
 
