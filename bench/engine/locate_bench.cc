@@ -6,9 +6,10 @@
 // A quick driver, not the ablation harness (bench/topology): one FurrBall per
 // configuration, keys written round-robin from the main thread, then one
 // reader thread (not a node worker, so it may race) reading present keys
-// uniformly at random for --seconds. Configurations of one round run one
-// after another, rounds interleaved; the table shows medians over the
-// rounds. Prints Gets/s, p50 and p99 (TSC-timed per Get), the process's CPU
+// uniformly at random for --seconds per configuration. In a round every
+// configuration's cache is open at once and they are read in turns of
+// --seconds / 20, so that load from elsewhere on a shared machine falls on
+// all of them alike; the table shows medians over the rounds. Prints Gets/s, p50 and p99 (TSC-timed per Get), the process's CPU
 // time per Get (the reader's and the workers' a race wakes: on a shared
 // machine steadier than Gets/s, which follows what the scheduler gives), the
 // share of Gets that raced and that found their node in the location cache.
@@ -21,6 +22,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>
@@ -38,7 +41,9 @@ ABSL_FLAG(std::string, nodes, "2,4", "Simulated node counts.");
 ABSL_FLAG(std::string, delays_ns, "70,140",
           "Injected remote-access delays (ns).");
 ABSL_FLAG(int, rounds, 3, "Rounds; each runs every configuration once.");
-ABSL_FLAG(double, seconds, 1.0, "Reading time per configuration and round.");
+ABSL_FLAG(double, seconds, 1.0,
+          "Reading time per configuration and round, in 20 slices taken in "
+          "turn with the other configurations.");
 ABSL_FLAG(int, keys, 20000, "Keys written before reading.");
 ABSL_FLAG(int, value_bytes, 64, "Value size.");
 
@@ -88,8 +93,32 @@ double ProcessCpuNs() {
   return ns(u.ru_utime) + ns(u.ru_stime);
 }
 
-Sample RunOne(int nodes, int delay_ns, const Config& config,
-              double ticks_per_ns) {
+// One configuration's cache, its keys, and what its slices measured.
+struct Subject {
+  const Config* config = nullptr;
+  std::unique_ptr<FurrBall> ball;
+  std::vector<std::string> names;
+  std::vector<KeyRef> refs;
+  LatencyHistogram histogram;
+  uint64_t gets = 0;
+  uint64_t found = 0;
+  double seconds = 0;
+  double cpu_ns = 0;
+  uint64_t races_before = 0, hits_before = 0;
+};
+
+// Races and location-cache hits so far, over the nodes.
+std::pair<uint64_t, uint64_t> Totals(const FurrBall& ball) {
+  uint64_t races = 0, hits = 0;
+  for (const NodeStatsSnapshot& s : ball.Stats()) {
+    races += s.races;
+    hits += s.location_hits;
+  }
+  return {races, hits};
+}
+
+std::unique_ptr<FurrBall> OpenFor(int nodes, int delay_ns,
+                                  const Config& config) {
   FurrBallOptions o;
   o.node_count = nodes;
   o.simulate_topology = true;
@@ -103,67 +132,83 @@ Sample RunOne(int nodes, int delay_ns, const Config& config,
     std::fprintf(stderr, "open: %s\n", opened.status().ToString().c_str());
     std::exit(1);
   }
-  FurrBall& ball = **opened;
-  const int keys = absl::GetFlag(FLAGS_keys);
-  const std::string value(absl::GetFlag(FLAGS_value_bytes), 'v');
-  std::vector<KeyRef> refs;
-  std::vector<std::string> names;
-  names.reserve(keys);
-  for (int i = 0; i < keys; ++i) names.push_back(Key(i));
-  for (int i = 0; i < keys; ++i) {
-    refs.push_back(ball.Ref(names[i]));
-    ball.Set(refs[i], value);
-  }
-  // Cache hits and races so far (the writes' own lookups are not Gets).
-  auto totals = [&] {
-    uint64_t races = 0, hits = 0;
-    for (const NodeStatsSnapshot& s : ball.Stats()) {
-      races += s.races;
-      hits += s.location_hits;
-    }
-    return std::make_pair(races, hits);
-  };
-  const auto before = totals();
-  LatencyHistogram histogram;
-  std::mt19937_64 rng(42);
+  return *std::move(opened);
+}
+
+// Reads random present keys of `s` for `seconds`.
+void ReadSlice(Subject& s, double seconds, double ticks_per_ns,
+               std::mt19937_64& rng) {
   std::string out;
-  uint64_t gets = 0, found = 0;
   const double cpu_start = ProcessCpuNs();
   const auto start = std::chrono::steady_clock::now();
   const auto end =
       start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                  std::chrono::duration<double>(absl::GetFlag(FLAGS_seconds)));
-  while (true) {
-    for (int i = 0; i < 256; ++i) {
-      const KeyRef& k = refs[rng() % refs.size()];
+                  std::chrono::duration<double>(seconds));
+  do {
+    for (int i = 0; i < 64; ++i) {
+      const KeyRef& k = s.refs[rng() % s.refs.size()];
       const uint64_t t0 = CycleTimer::Now();
-      found += ball.Get(k, &out).found;
-      histogram.Record(
+      s.found += s.ball->Get(k, &out).found;
+      s.histogram.Record(
           static_cast<uint64_t>((CycleTimer::Now() - t0) / ticks_per_ns));
-      ++gets;
+      ++s.gets;
     }
-    if (std::chrono::steady_clock::now() >= end) break;
+  } while (std::chrono::steady_clock::now() < end);
+  s.seconds += std::chrono::duration<double>(
+                   std::chrono::steady_clock::now() - start)
+                   .count();
+  s.cpu_ns += ProcessCpuNs() - cpu_start;
+}
+
+// One round: every configuration's cache opened and filled, then read in
+// kSlices slices each, the configurations taking turns, so that load from
+// elsewhere on the machine falls on all of them alike.
+std::vector<Sample> RunRound(int nodes, int delay_ns, double ticks_per_ns,
+                             int round) {
+  constexpr int kSlices = 20;
+  const int keys = absl::GetFlag(FLAGS_keys);
+  const std::string value(absl::GetFlag(FLAGS_value_bytes), 'v');
+  std::vector<Subject> subjects(sizeof(kConfigs) / sizeof(kConfigs[0]));
+  for (size_t c = 0; c < subjects.size(); ++c) {
+    Subject& s = subjects[c];
+    s.config = &kConfigs[c];
+    s.ball = OpenFor(nodes, delay_ns, kConfigs[c]);
+    for (int i = 0; i < keys; ++i) s.names.push_back(Key(i));
+    for (int i = 0; i < keys; ++i) {
+      s.refs.push_back(s.ball->Ref(s.names[i]));
+      s.ball->Set(s.refs[i], value);
+    }
+    // The writes' own lookups are not Gets.
+    std::tie(s.races_before, s.hits_before) = Totals(*s.ball);
   }
-  const double elapsed = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
-  const double cpu_ns = ProcessCpuNs() - cpu_start;
-  if (found != gets) {
-    std::fprintf(stderr, "%s: %llu of %llu Gets missed a present key\n",
-                 config.name,
-                 static_cast<unsigned long long>(gets - found),
-                 static_cast<unsigned long long>(gets));
-    std::exit(1);
+  std::mt19937_64 rng(42 + round);
+  const double slice = absl::GetFlag(FLAGS_seconds) / kSlices;
+  for (int k = 0; k < kSlices; ++k) {
+    for (size_t j = 0; j < subjects.size(); ++j) {
+      ReadSlice(subjects[(j + k + round) % subjects.size()], slice,
+                ticks_per_ns, rng);
+    }
   }
-  const auto after = totals();
-  Sample s;
-  s.gets_per_s = gets / elapsed;
-  s.p50_ns = static_cast<double>(histogram.Percentile(0.50));
-  s.p99_ns = static_cast<double>(histogram.Percentile(0.99));
-  s.cpu_ns = cpu_ns / gets;
-  s.raced = static_cast<double>(after.first - before.first) / gets;
-  s.cache_hits = static_cast<double>(after.second - before.second) / gets;
-  return s;
+  std::vector<Sample> out;
+  for (Subject& s : subjects) {
+    if (s.found != s.gets) {
+      std::fprintf(stderr, "%s: %llu of %llu Gets missed a present key\n",
+                   s.config->name,
+                   static_cast<unsigned long long>(s.gets - s.found),
+                   static_cast<unsigned long long>(s.gets));
+      std::exit(1);
+    }
+    const auto [races, hits] = Totals(*s.ball);
+    Sample r;
+    r.gets_per_s = s.gets / s.seconds;
+    r.p50_ns = static_cast<double>(s.histogram.Percentile(0.50));
+    r.p99_ns = static_cast<double>(s.histogram.Percentile(0.99));
+    r.cpu_ns = s.cpu_ns / s.gets;
+    r.raced = static_cast<double>(races - s.races_before) / s.gets;
+    r.cache_hits = static_cast<double>(hits - s.hits_before) / s.gets;
+    out.push_back(r);
+  }
+  return out;
 }
 
 double Median(std::vector<double> v) {
@@ -198,13 +243,9 @@ int main(int argc, char** argv) {
     for (int delay : delays) {
       std::vector<std::vector<Sample>> samples(kN);
       for (int r = 0; r < rounds; ++r) {
-        // Each round starts at another configuration, so that none always
-        // runs first (or right after the same neighbour) while other load
-        // on the machine comes and goes.
-        for (size_t k = 0; k < kN; ++k) {
-          const size_t c = (k + r) % kN;
-          samples[c].push_back(RunOne(nodes, delay, kConfigs[c], ticks_per_ns));
-        }
+        const std::vector<Sample> round =
+            RunRound(nodes, delay, ticks_per_ns, r);
+        for (size_t c = 0; c < kN; ++c) samples[c].push_back(round[c]);
       }
       for (size_t c = 0; c < kN; ++c) {
         auto field = [&](double Sample::*f) {
