@@ -11,8 +11,9 @@
 // --seconds / 20, so that load from elsewhere on a shared machine falls on
 // all of them alike; the table shows medians over the rounds. Prints Gets/s, p50 and p99 (TSC-timed per Get), the process's CPU
 // time per Get (the reader's and the workers' a race wakes: on a shared
-// machine steadier than Gets/s, which follows what the scheduler gives), the
-// share of Gets that raced and that found their node in the location cache.
+// machine steadier than Gets/s, which follows what the scheduler gives),
+// races per million Gets and the share of Gets that found their node in the
+// location cache.
 //
 //   bazel run -c opt //bench/engine:locate_bench -- --rounds=3
 #include <algorithm>
@@ -70,7 +71,7 @@ struct Sample {
   double p50_ns = 0;
   double p99_ns = 0;
   double cpu_ns = 0;       // process CPU time per Get
-  double raced = 0;        // races per Get
+  double raced = 0;        // races per million Gets
   double cache_hits = 0;   // location-cache hits per Get
 };
 
@@ -204,7 +205,7 @@ std::vector<Sample> RunRound(int nodes, int delay_ns, double ticks_per_ns,
     r.p50_ns = static_cast<double>(s.histogram.Percentile(0.50));
     r.p99_ns = static_cast<double>(s.histogram.Percentile(0.99));
     r.cpu_ns = s.cpu_ns / s.gets;
-    r.raced = static_cast<double>(races - s.races_before) / s.gets;
+    r.raced = 1e6 * static_cast<double>(races - s.races_before) / s.gets;
     r.cache_hits = static_cast<double>(hits - s.hits_before) / s.gets;
     out.push_back(r);
   }
@@ -236,8 +237,8 @@ int main(int argc, char** argv) {
               "medians of %d rounds\n",
               absl::GetFlag(FLAGS_keys), absl::GetFlag(FLAGS_value_bytes),
               rounds);
-  std::printf("%-5s %-6s %-11s %10s %8s %8s %9s %7s %9s\n", "nodes", "delay",
-              "locate", "Gets/s", "p50 ns", "p99 ns", "CPU ns", "raced",
+  std::printf("%-5s %-6s %-11s %10s %8s %8s %9s %9s %9s\n", "nodes", "delay",
+              "locate", "Gets/s", "p50 ns", "p99 ns", "CPU ns", "races/1M",
               "cache hit");
   for (int nodes : node_counts) {
     for (int delay : delays) {
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
           for (const Sample& s : samples[c]) v.push_back(s.*f);
           return Median(v);
         };
-        std::printf("%-5d %-6d %-11s %10.0f %8.0f %8.0f %9.0f %7.4f %9.3f\n",
+        std::printf("%-5d %-6d %-11s %10.0f %8.0f %8.0f %9.0f %9.0f %9.3f\n",
                     nodes, delay, kConfigs[c].name, field(&Sample::gets_per_s),
                     field(&Sample::p50_ns), field(&Sample::p99_ns),
                     field(&Sample::cpu_ns), field(&Sample::raced),
