@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -279,16 +280,24 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The hook runs alongside the others and sees the same key: here it only
 // reads, as a check that the scenario waits for it and records its ops.
+// An extra thread that reads the key until the others stop, at most `most`
+// times, counting its reads in *ops.
+std::function<void(ScenarioContext&)> Reader(std::atomic<int>* ops,
+                                             int most = INT_MAX) {
+  return [ops, most](ScenarioContext& ctx) {
+    Recorder r(ctx, /*thread=*/100);
+    while (!ctx.stop->load(std::memory_order_acquire) &&
+           ops->load(std::memory_order_relaxed) < most) {
+      r.Get();
+      ops->fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+}
+
 TEST(FurrBallLinearizabilityHookTest, TheExtraThreadRunsUntilTheOthersStop) {
   Scenario s;
   std::atomic<int> extra_ops{0};
-  s.extra = [&](ScenarioContext& ctx) {
-    Recorder r(ctx, /*thread=*/100);
-    while (!ctx.stop->load(std::memory_order_acquire)) {
-      r.Get();
-      extra_ops.fetch_add(1, std::memory_order_relaxed);
-    }
-  };
+  s.extra = Reader(&extra_ops);
   const RegisterCheck check = RunScenario(s);
   EXPECT_TRUE(check.ok()) << ViolationName(check.violation) << ": "
                           << check.explanation;
@@ -383,14 +392,7 @@ TEST_P(FurrBallLinearizabilityRaceTest, RaceReadsAreLinearizable) {
   // in a second or two.
   constexpr int kRaceReads = 3000;
   std::atomic<int> extra_ops{0};
-  s.extra = [&](ScenarioContext& ctx) {
-    Recorder r(ctx, /*thread=*/100);
-    while (!ctx.stop->load(std::memory_order_acquire) &&
-           extra_ops.load(std::memory_order_relaxed) < kRaceReads) {
-      r.Get();
-      extra_ops.fetch_add(1, std::memory_order_relaxed);
-    }
-  };
+  s.extra = Reader(&extra_ops, kRaceReads);
   const RegisterCheck check = RunScenario(s);
   EXPECT_TRUE(check.ok()) << ViolationName(check.violation) << ": "
                           << check.explanation;

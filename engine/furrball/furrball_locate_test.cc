@@ -15,13 +15,13 @@
 
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/key_locator.h"
-#include "engine/furrball/sync.h"
+#include "engine/furrball/node_thread_testing.h"
 
 namespace furrballs {
 namespace {
 
 using furrball_internal::KeyLocator;
-using furrball_internal::Notification;
+using furrball_testing::RunOnNode;
 
 using Param = std::tuple<int /*nodes*/, RoutingPolicy, LocatePolicy,
                          bool /*location_cache*/>;
@@ -50,26 +50,6 @@ std::string Value(int i, int round) {
   return "value-" + std::to_string(i) + "-" + std::to_string(round);
 }
 
-// Runs fn() on node `node`'s worker and waits: a write there lands on that
-// node under thread-local routing.
-template <typename Fn>
-void OnNode(FurrBall& ball, int node, Fn fn) {
-  struct Context {
-    Fn* fn;
-    Notification done;
-  } context{&fn, {}};
-  ASSERT_EQ(ball.SubmitToNode(
-                node,
-                [](void* c) {
-                  auto* ctx = static_cast<Context*>(c);
-                  (*ctx->fn)();
-                  ctx->done.Notify();
-                },
-                &context),
-            Error::kOk);
-  context.done.WaitForNotification();
-}
-
 class FurrBallLocateTest : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
@@ -84,11 +64,14 @@ class FurrBallLocateTest : public ::testing::TestWithParam<Param> {
   void WriteFromEveryNode(int keys) {
     const int nodes = ball_->node_count();
     for (int node = 0; node < nodes; ++node) {
-      OnNode(*ball_, node, [&] {
-        for (int i = node; i < keys; i += nodes) {
-          ASSERT_EQ(ball_->Set(Key(i), Value(i, 0)).error, Error::kOk);
-        }
-      });
+      ASSERT_EQ(RunOnNode(*ball_, node,
+                          [&] {
+                            for (int i = node; i < keys; i += nodes) {
+                              ASSERT_EQ(ball_->Set(Key(i), Value(i, 0)).error,
+                                        Error::kOk);
+                            }
+                          }),
+                Error::kOk);
     }
   }
 
@@ -176,9 +159,16 @@ TEST_P(FurrBallLocateTest, AStaleOrCollidingHintIsNeverAWrongAnswer) {
   KeyRef a = ball.Ref("key-a");
   KeyRef b{a.hash, "key-b"};
   b.hash.h2 ^= 0x1;
-  OnNode(ball, 0, [&] { ASSERT_EQ(ball.Set(a, "value-a").error, Error::kOk); });
-  OnNode(ball, nodes - 1,
-         [&] { ASSERT_EQ(ball.Set(b, "value-b").error, Error::kOk); });
+  ASSERT_EQ(RunOnNode(ball, 0,
+                      [&] {
+                        ASSERT_EQ(ball.Set(a, "value-a").error, Error::kOk);
+                      }),
+            Error::kOk);
+  ASSERT_EQ(RunOnNode(ball, nodes - 1,
+                      [&] {
+                        ASSERT_EQ(ball.Set(b, "value-b").error, Error::kOk);
+                      }),
+            Error::kOk);
   std::string value;
   GetResult r = ball.Get(a, &value);
   ASSERT_TRUE(r.found);
