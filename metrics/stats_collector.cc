@@ -277,6 +277,27 @@ void AddEngine(std::vector<MetricFamily>& out,
                 "Reserve refills that had no COLD page to spill and asked ARC "
                 "for victims instead.",
                 kCounter, s, nodes, nullptr, {{nullptr, &N::cold_fallbacks}});
+  AddPerNode<N>(out, "furrballs_location_cache_lookups_total",
+                "Gets under round-robin or thread-local routing by what the "
+                "location cache said of the key's node: hit (right), miss "
+                "(nothing) or stale (a node that did not hold it); counted "
+                "on the requesting thread's node.",
+                kCounter, s, nodes, "result",
+                {{"hit", &N::location_hits},
+                 {"miss", &N::location_misses},
+                 {"stale", &N::location_stale}});
+  AddPerNode<N>(out, "furrballs_locate_races_total",
+                "Searches for a key's node made as a broadcast race (every "
+                "node probes at once), on the requesting thread's node.",
+                kCounter, s, nodes, nullptr, {{nullptr, &N::races}});
+  AddPerNode<N>(out, "furrballs_locate_race_wins_total",
+                "Broadcast races this node's probe won (the key was here).",
+                kCounter, s, nodes, nullptr, {{nullptr, &N::race_wins}});
+  AddPerNode<N>(out, "furrballs_locate_race_fallbacks_total",
+                "Broadcast races in which a node's worker refused the probe "
+                "(queue full or shutting down) and the caller probed that "
+                "node itself.",
+                kCounter, s, nodes, nullptr, {{nullptr, &N::race_fallbacks}});
 }
 
 void AddDispatch(std::vector<MetricFamily>& out,

@@ -54,6 +54,12 @@ std::vector<NodeStatsSnapshot> FourNodes() {
     s.page_evictions = 6;
     s.padding_bytes = 40 + n;
     s.pages_recycled = 9;
+    s.location_hits = 60 + n;
+    s.location_misses = 11;
+    s.location_stale = 2;
+    s.races = 13;
+    s.race_wins = 12 + n;
+    s.race_fallbacks = 1;
   }
   return nodes;
 }
@@ -178,6 +184,20 @@ TEST_F(StatsCollectorTest, EngineFamiliesHaveASeriesPerNodeAndLabel) {
     EXPECT_EQ(Value("furrballs_page_evictions_total", {{"node", node}}), 6);
     EXPECT_EQ(Value("furrballs_padding_bytes_total", {{"node", node}}), 40 + n);
     EXPECT_EQ(Value("furrballs_pages_recycled_total", {{"node", node}}), 9);
+    EXPECT_EQ(Value("furrballs_location_cache_lookups_total",
+                    {{"node", node}, {"result", "hit"}}),
+              60 + n);
+    EXPECT_EQ(Value("furrballs_location_cache_lookups_total",
+                    {{"node", node}, {"result", "miss"}}),
+              11);
+    EXPECT_EQ(Value("furrballs_location_cache_lookups_total",
+                    {{"node", node}, {"result", "stale"}}),
+              2);
+    EXPECT_EQ(Value("furrballs_locate_races_total", {{"node", node}}), 13);
+    EXPECT_EQ(Value("furrballs_locate_race_wins_total", {{"node", node}}),
+              12 + n);
+    EXPECT_EQ(Value("furrballs_locate_race_fallbacks_total", {{"node", node}}),
+              1);
   }
   EXPECT_EQ(Family("furrballs_hits_total").metric.size(), 8u);
   EXPECT_EQ(Family("furrballs_pages").metric.size(), 24u);
@@ -279,8 +299,8 @@ TEST_F(StatsCollectorTest, BuildInfoAndProcessFamilies) {
 // the documented low-cardinality labels.
 TEST_F(StatsCollectorTest, NamesFollowConventions) {
   const std::set<std::string> allowed_labels = {
-      "node",    "op",      "code",       "tier",     "reason",
-      "locality", "direction", "version", "git_commit"};
+      "node",     "op",        "code",   "tier",    "reason",
+      "locality", "direction", "result", "version", "git_commit"};
   for (const auto& [name, f] : families_) {
     SCOPED_TRACE(name);
     EXPECT_TRUE(name.rfind("furrballs_", 0) == 0 || name.rfind("process_", 0) == 0);

@@ -73,6 +73,18 @@ ABSL_FLAG(bool, migrate_to_readers, false,
           "follow their readers\"). Needs --routing=round_robin or "
           "thread_local, and no --spill. Off: not yet measured to win "
           "beyond its own placement case.");
+ABSL_FLAG(std::string, locate, "auto",
+          "With --routing=round_robin or thread_local, how a Get finds a key "
+          "the location cache does not name: scan (the nodes one after "
+          "another, the caller's first), race (every node's worker probes "
+          "at once, the first hit wins; never from a node worker, so only "
+          "with --dispatch=direct), or auto (the race only while its "
+          "measured saving exceeds its losing probes' cost; "
+          "docs/engine.md).");
+ABSL_FLAG(bool, location_cache, true,
+          "With --routing=round_robin or thread_local: keep a hint of each "
+          "key's node (2-4 bytes per key slot, inside --memory_mb), filled "
+          "by writes and searches; a wrong hint costs one probe.");
 ABSL_FLAG(uint64_t, max_key_bytes, 250, "Largest accepted key.");
 ABSL_FLAG(uint64_t, max_value_bytes, 1 << 20, "Largest accepted value.");
 ABSL_FLAG(std::optional<uint64_t>, hash_seed, std::nullopt,
@@ -334,6 +346,18 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
         "--routing=", routing, ": expected hash, round_robin or thread_local"));
   }
   o.engine.migrate_to_readers = absl::GetFlag(FLAGS_migrate_to_readers);
+  const std::string locate = absl::GetFlag(FLAGS_locate);
+  if (locate == "scan") {
+    o.engine.locate = LocatePolicy::kScan;
+  } else if (locate == "race") {
+    o.engine.locate = LocatePolicy::kRace;
+  } else if (locate == "auto") {
+    o.engine.locate = LocatePolicy::kAuto;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--locate=", locate, ": expected scan, race or auto"));
+  }
+  o.engine.location_cache = absl::GetFlag(FLAGS_location_cache);
   o.engine.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
   o.engine.max_value_bytes = absl::GetFlag(FLAGS_max_value_bytes);
   if (o.engine.max_value_bytes == 0) return AtLeastOne("max_value_bytes", 0);

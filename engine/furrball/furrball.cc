@@ -18,8 +18,10 @@
 #include "engine/furrball/chunked_value.h"
 #include "engine/furrball/entry.h"
 #include "engine/furrball/furrball_testing.h"
+#include "engine/furrball/key_locator.h"
 #include "engine/furrball/key_meta.h"
 #include "engine/furrball/key_mover.h"
+#include "engine/furrball/location_cache.h"
 #include "engine/furrball/memory_plan.h"
 #include "engine/furrball/node_job.h"
 #include "engine/furrball/node_shard.h"
@@ -38,7 +40,9 @@ using furrball_internal::EntryFootprint;
 using furrball_internal::EntryKind;
 using furrball_internal::KeyMover;
 using furrball_internal::kMaxPageSize;
+using furrball_internal::KeyLocator;
 using furrball_internal::kMinPageSize;
+using furrball_internal::LocationCache;
 using furrball_internal::Maintenance;
 using furrball_internal::NodeJob;
 using furrball_internal::NodeShard;
@@ -336,6 +340,41 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
       });
     }
     started_ = true;
+    return StartLocator();
+  }
+
+  // Search routings find keys through a KeyLocator (key_locator.h), with a
+  // location cache sliced over the nodes (location_cache.h) when asked for
+  // and the plan paid for it.
+  absl::Status StartLocator() {
+    if (options_.routing == RoutingPolicy::kHash) return absl::OkStatus();
+    std::unique_ptr<LocationCache> cache;
+    if (plan_.location_cache_bytes != 0) {
+      std::vector<RawAllocator> allocators;
+      for (int id : router_.ids()) {
+        absl::StatusOr<RawAllocator> a = numatic_->NodeAllocator(id);
+        if (!a.ok()) return a.status();
+        allocators.push_back(*a);
+      }
+      cache = std::make_unique<LocationCache>(
+          &router_, std::move(allocators),
+          LocationCache::EntriesFor(plan_.max_keys));
+      if (!cache->ok()) {
+        return ErrorStatus(Error::kAllocationFailed,
+                           absl::StrCat("the location cache's ",
+                                        plan_.location_cache_bytes,
+                                        " bytes per node"));
+      }
+    }
+    std::vector<NodeShard*> shards;
+    std::vector<NodeJob*> jobs;
+    for (int i = 0; i < node_count(); ++i) {
+      shards.push_back(shards_[i].get());
+      jobs.push_back(jobs_[i].get());
+    }
+    locator_ = std::make_unique<KeyLocator>(numatic_.get(), &router_,
+                                            std::move(shards), std::move(jobs),
+                                            options_.locate, std::move(cache));
     return absl::OkStatus();
   }
 
@@ -449,33 +488,30 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
   GetResult GetEntry(const KeyRef& key, std::string* value, EntryKind wanted,
                      EntryKind* kind, bool read_disk) override {
     const HashPair& h = key.hash;
-    const int requester = numatic_->GetCurrentNode();
     ParkingLock& key_lock = KeyLockFor(h);
     if (options_.routing == RoutingPolicy::kHash) {
-      return shards_[HomeIndex(h)]->Get(h, key.key, value, requester,
-                                        key_lock, /*count_miss=*/true,
-                                        read_disk, wanted, kind);
+      return shards_[HomeIndex(h)]->Get(h, key.key, value,
+                                        numatic_->GetCurrentNode(), key_lock,
+                                        /*count_miss=*/true, read_disk, wanted,
+                                        kind);
     }
-    // The owner is unknown: search the shards, the requester's node first
-    // (report §2.3). At most one shard holds a key (writers search before
-    // they insert, under the key lock) except while it moves, and a scan
-    // that missed looks again if a move ran meanwhile (key_mover.h). The
-    // spill tier needs hash routing (docs/spill.md), so these routings never
-    // read the disk.
-    const int first = IndexOfNode(requester);
-    const int n = node_count();
+    // The owner is unknown: the location cache's hint, else a search of the
+    // shards (key_locator.h). At most one shard holds a key (writers search
+    // before they insert, under the key lock) except while it moves, and a
+    // search that missed looks again if a move ran meanwhile (key_mover.h).
+    // The spill tier needs hash routing (docs/spill.md), so these routings
+    // never read the disk.
     const bool migrate = options_.migrate_to_readers;
     for (;;) {
       const uint32_t moves = migrate ? mover_.MovesBefore(h) : 0;
-      for (int k = 0; k < n; ++k) {
-        NodeShard& shard = *shards_[(first + k) % n];
-        GetResult r = shard.Get(h, key.key, value, requester, key_lock,
-                                /*count_miss=*/false, read_disk, wanted, kind);
-        if (!r.found) continue;
+      int holder = -1;
+      GetResult r = locator_->Get({h, key.key, &key_lock, wanted, read_disk},
+                                  value, kind, &holder);
+      if (r.found) {
         // Chunked values and their chunks stay put (key_mover.h).
         if (migrate && kind != nullptr && *kind == EntryKind::kValue) {
-          const int reader = router_.IndexOf(requester);
-          mover_.OnRead(h, shard,
+          const int reader = router_.IndexOf(numatic_->GetCurrentNode());
+          mover_.OnRead(h, *shards_[holder],
                         reader < 0 ? nullptr : shards_[reader].get(),
                         key_lock);
         }
@@ -483,7 +519,9 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
       }
       if (!migrate || !mover_.MovedSince(h, moves)) break;
     }
-    if (wanted != EntryKind::kChunk) shards_[first]->CountMiss();
+    if (wanted != EntryKind::kChunk) {
+      shards_[router_.IndexOrFirst(numatic_->GetCurrentNode())]->CountMiss();
+    }
     return GetResult{};
   }
 
@@ -495,9 +533,13 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     SetResult r;
     {
       ParkingLockHolder l(KeyLockFor(h));
-      shard = shards_[WriteTarget(h)].get();
+      const int target = WriteTarget(h);
+      shard = shards_[target].get();
       numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard->node());
       r = shard->Set(h, key.key, value, options, kind, replaced_head);
+      if (locator_ != nullptr && r.error == Error::kOk) {
+        locator_->Placed(h, target);
+      }
     }
     // An insert into a full key table evicts to the spill batch; the writer
     // writes it out once it is a page long, holding no lock (docs/spill.md).
@@ -512,7 +554,9 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     if (target < 0) return DeleteResult{};
     NodeShard& shard = *shards_[target];
     numatic_->SimulateRemoteAccess(numatic_->GetCurrentNode(), shard.node());
-    return shard.Delete(h, if_version, replaced_head);
+    const DeleteResult r = shard.Delete(h, if_version, replaced_head);
+    if (locator_ != nullptr && r.deleted) locator_->Removed(h, target);
+    return r;
   }
 
   // The hash-routing owner's index, which is also every key's home: its
@@ -523,24 +567,11 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     return shards_[HomeIndex(h)]->KeyLockFor(h);
   }
 
-  // The index of node `node`, or 0 for a node not served (a thread running
-  // elsewhere starts its search at the first node).
-  int IndexOfNode(int node) const {
-    const int i = router_.IndexOf(node);
-    return i < 0 ? 0 : i;
-  }
-
   // The shard holding `h`, or -1. REQUIRES: the key lock (so the answer
   // stays true until the caller's operation).
   int Locate(const HashPair& h) const {
     if (options_.routing == RoutingPolicy::kHash) return HomeIndex(h);
-    const int n = node_count();
-    const int first = IndexOfNode(numatic_->GetCurrentNode());
-    for (int k = 0; k < n; ++k) {
-      const int i = (first + k) % n;
-      if (shards_[i]->Holds(h)) return i;
-    }
-    return -1;
+    return locator_->Locate(h);
   }
 
   // Where a write goes: the key's shard if it has one, else where the
@@ -561,7 +592,7 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
       case RoutingPolicy::kThreadLocal: {
         const int found = Locate(h);
         if (found >= 0) return found;
-        return IndexOfNode(numatic_->GetCurrentNode());
+        return router_.IndexOrFirst(numatic_->GetCurrentNode());
       }
     }
     return HomeIndex(h);
@@ -585,6 +616,10 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
   ChunkedValues chunked_;
   // Keys following their readers (migrate_to_readers).
   KeyMover mover_;
+  // Search routings only: finds a key's node (built by Start once the
+  // shards exist; uses the shards, workers and numatic_, so declared after
+  // them).
+  std::unique_ptr<KeyLocator> locator_;
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -62,6 +63,8 @@ struct Scenario {
   bool migrate_to_readers = false;
   // FurrBallOptions::simulated_remote_delay_ns.
   uint32_t remote_delay_ns = 0;
+  LocatePolicy locate = FurrBallOptions{}.locate;
+  bool location_cache = FurrBallOptions{}.location_cache;
   // Runs on a thread of its own alongside the others until *stop.
   std::function<void(ScenarioContext&)> extra;
 };
@@ -153,6 +156,8 @@ RegisterCheck RunScenario(const Scenario& scenario) {
   o.routing = scenario.routing;
   o.migrate_to_readers = scenario.migrate_to_readers;
   o.simulated_remote_delay_ns = scenario.remote_delay_ns;
+  o.locate = scenario.locate;
+  o.location_cache = scenario.location_cache;
   o.clock = &clock;
   absl::StatusOr<std::unique_ptr<FurrBall>> ball = FurrBall::Open(o);
   EXPECT_TRUE(ball.ok()) << ball.status();
@@ -275,16 +280,24 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The hook runs alongside the others and sees the same key: here it only
 // reads, as a check that the scenario waits for it and records its ops.
+// An extra thread that reads the key until the others stop, at most `most`
+// times, counting its reads in *ops.
+std::function<void(ScenarioContext&)> Reader(std::atomic<int>* ops,
+                                             int most = INT_MAX) {
+  return [ops, most](ScenarioContext& ctx) {
+    Recorder r(ctx, /*thread=*/100);
+    while (!ctx.stop->load(std::memory_order_acquire) &&
+           ops->load(std::memory_order_relaxed) < most) {
+      r.Get();
+      ops->fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+}
+
 TEST(FurrBallLinearizabilityHookTest, TheExtraThreadRunsUntilTheOthersStop) {
   Scenario s;
   std::atomic<int> extra_ops{0};
-  s.extra = [&](ScenarioContext& ctx) {
-    Recorder r(ctx, /*thread=*/100);
-    while (!ctx.stop->load(std::memory_order_acquire)) {
-      r.Get();
-      extra_ops.fetch_add(1, std::memory_order_relaxed);
-    }
-  };
+  s.extra = Reader(&extra_ops);
   const RegisterCheck check = RunScenario(s);
   EXPECT_TRUE(check.ok()) << ViolationName(check.violation) << ": "
                           << check.explanation;
@@ -362,6 +375,36 @@ TEST_P(FurrBallLinearizabilityMigrationTest, TheKeyMovingBetweenNodesIsLineariza
 INSTANTIATE_TEST_SUITE_P(SearchRoutings, FurrBallLinearizabilityMigrationTest,
                          ::testing::Values(RoutingPolicy::kRoundRobin,
                                            RoutingPolicy::kThreadLocal));
+
+// Broadcast-race Gets (key_locator.h) from a thread that is no node worker
+// (the bounded threads run on the workers, which never race), with and
+// without the location cache, beside the node-bound readers and writers.
+class FurrBallLinearizabilityRaceTest
+    : public ::testing::TestWithParam<std::tuple<int, RoutingPolicy, bool>> {};
+
+TEST_P(FurrBallLinearizabilityRaceTest, RaceReadsAreLinearizable) {
+  Scenario s;
+  s.nodes = std::get<0>(GetParam());
+  s.routing = std::get<1>(GetParam());
+  s.locate = LocatePolicy::kRace;
+  s.location_cache = std::get<2>(GetParam());
+  // At most kRaceReads, so that the history stays small enough to check
+  // in a second or two.
+  constexpr int kRaceReads = 3000;
+  std::atomic<int> extra_ops{0};
+  s.extra = Reader(&extra_ops, kRaceReads);
+  const RegisterCheck check = RunScenario(s);
+  EXPECT_TRUE(check.ok()) << ViolationName(check.violation) << ": "
+                          << check.explanation;
+  EXPECT_GT(extra_ops.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    NodesRoutingsAndCache, FurrBallLinearizabilityRaceTest,
+    ::testing::Combine(::testing::Values(2, 4),
+                       ::testing::Values(RoutingPolicy::kRoundRobin,
+                                         RoutingPolicy::kThreadLocal),
+                       ::testing::Bool()));
 
 }  // namespace
 }  // namespace furrballs

@@ -13,6 +13,7 @@
 #include "engine/common/error.h"
 #include "engine/furrball/entry.h"
 #include "engine/furrball/key_meta.h"
+#include "engine/furrball/location_cache.h"
 #include "engine/furrball/page_pool.h"
 #include "engine/numatic/error_status.h"
 
@@ -20,6 +21,7 @@ namespace furrballs {
 namespace {
 
 using furrball_internal::EntryFootprint;
+using furrball_internal::LocationCache;
 using furrball_internal::PayloadSize;
 using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
@@ -82,6 +84,17 @@ uint64_t FixedBytes(const FurrBallOptions& o) {
              kPerQueuedJobBytes;
 }
 
+// The node's slice of the location cache for `keys` starting key slots;
+// none under hash routing (the owner is known) or when it is off.
+uint64_t LocationCacheBytes(const FurrBallOptions& o, int node_count,
+                            uint64_t keys) {
+  if (o.routing == RoutingPolicy::kHash || !o.location_cache ||
+      node_count < 2 || node_count > LocationCache::kMaxNodes) {
+    return 0;
+  }
+  return LocationCache::BytesFor(keys);
+}
+
 // Two memtables of a sixteenth of the share each, 64 KiB (RocksDB's
 // smallest) to 64 MiB; none without a spill tier.
 uint64_t SpillBufferBytes(const FurrBallOptions& o, uint64_t share) {
@@ -114,7 +127,7 @@ std::string MemoryPlan::Summary() const {
   return absl::StrFormat(
       "%.1f MiB per node: values %.1f MiB (%u pages of %u KiB), key table "
       "%.1f MiB + ARC %.1f MiB for %u keys (%.0f B per key%s), fixed %.1f "
-      "MiB, spill buffers %.1f MiB",
+      "MiB%s, spill buffers %.1f MiB",
       node_budget_bytes / mib, value_bytes() / mib, page_count,
       page_size >> 10, key_table_bytes / mib, arc_bytes / mib, max_keys,
       metadata_bytes_per_key(),
@@ -122,7 +135,12 @@ std::string MemoryPlan::Summary() const {
           ? absl::StrFormat("; grows to up to %u keys, paid with pages",
                             key_ceiling)
           : "",
-      fixed_bytes / mib, spill_buffer_bytes / mib);
+      fixed_bytes / mib,
+      location_cache_bytes != 0
+          ? absl::StrFormat(" (location cache %.1f MiB)",
+                            location_cache_bytes / mib)
+          : "",
+      spill_buffer_bytes / mib);
 }
 
 uint64_t KeyTableBytes(uint64_t keys) {
@@ -190,6 +208,7 @@ uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
 uint64_t MemoryBudgetForPages(const FurrBallOptions& o, int node_count,
                               uint32_t pages_per_node) {
   const uint64_t rest = FixedBytes(o) + KeyTableBytes(o.max_keys_per_node) +
+                        LocationCacheBytes(o, node_count, o.max_keys_per_node) +
                         uint64_t{pages_per_node} *
                             (o.page_size_bytes + kPerPageBytes);
   // The spill buffers depend on the share they are part of: grow the share
@@ -222,10 +241,15 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   const uint64_t min_pages_bytes = PagePool::kMinPages * page_cost;
   const uint64_t fixed = FixedBytes(o);
   const uint64_t overhead = fixed + plan.spill_buffer_bytes;
-  if (share < overhead + min_pages_bytes + KeyTableBytes(kMinKeys)) {
+  // The key table and the location cache's slice, both sized by the key
+  // slots a node starts with.
+  auto key_bytes_for = [&](uint64_t k) {
+    return KeyTableBytes(k) + LocationCacheBytes(o, node_count, k);
+  };
+  if (share < overhead + min_pages_bytes + key_bytes_for(kMinKeys)) {
     return bad("memory budget of ", o.memory_budget_bytes, " bytes gives each of ",
                node_count, " nodes ", share, " bytes; a node needs at least ",
-               overhead + min_pages_bytes + KeyTableBytes(kMinKeys), " (",
+               overhead + min_pages_bytes + key_bytes_for(kMinKeys), " (",
                PagePool::kMinPages, " pages of ", plan.page_size,
                " bytes, ", kMinKeys, " key slots, ", fixed >> 10,
                " KiB of fixed structures",
@@ -249,9 +273,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
     if (keys > max_keys_limit) {
       return bad("max_keys_per_node = ", keys, " exceeds ", max_keys_limit);
     }
-    if (KeyTableBytes(keys) + min_pages_bytes > room) {
-      return bad("max_keys_per_node = ", keys, " needs ", KeyTableBytes(keys),
-                 " bytes of key table and ARC per node, more than a node's ",
+    if (key_bytes_for(keys) + min_pages_bytes > room) {
+      return bad("max_keys_per_node = ", keys, " needs ", key_bytes_for(keys),
+                 " bytes of key table, ARC and location cache per node, more "
+                 "than a node's ",
                  share, "-byte share leaves beside ", PagePool::kMinPages,
                  " pages");
     }
@@ -262,7 +287,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
         EntryFootprint(PayloadSize(0, std::max<uint64_t>(
                                          o.expected_entry_bytes, 1)));
     auto fits = [&](uint64_t k) {
-      const uint64_t key_bytes = KeyTableBytes(k);
+      const uint64_t key_bytes = key_bytes_for(k);
       return key_bytes + min_pages_bytes <= room &&
              key_bytes + k * entry <= room;
     };
@@ -271,22 +296,25 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   }
   plan.max_keys = static_cast<uint32_t>(keys);
   plan.key_ceiling = plan.max_keys;
+  plan.location_cache_bytes = LocationCacheBytes(o, node_count, keys);
+  // From here on the location cache is a fixed cost: it does not grow.
+  const uint64_t room_left = room - plan.location_cache_bytes;
   if (o.max_keys_per_node == 0) {
     // The most keys the share could hold at all: every entry the smallest
     // there is, and a growth to that count (its peak, KeyTableGrowthPeakBytes)
     // leaving the fewest pages a pool works with.
     const uint64_t smallest = SmallestEntryBytes();
     auto holds = [&](uint64_t k) {
-      return KeyTableBytes(k) + k * smallest <= room &&
-             KeyTableGrowthPeakBytes(k / 2, k) + min_pages_bytes <= room;
+      return KeyTableBytes(k) + k * smallest <= room_left &&
+             KeyTableGrowthPeakBytes(k / 2, k) + min_pages_bytes <= room_left;
     };
     plan.key_ceiling = static_cast<uint32_t>(LargestFitting(
-        keys, std::min<uint64_t>(max_keys_limit, room / smallest + 1),
+        keys, std::min<uint64_t>(max_keys_limit, room_left / smallest + 1),
         holds));
   }
   plan.key_table_bytes = TableBytes(keys);
   plan.arc_bytes = ArcBytes(keys);
-  const uint64_t pages = (room - KeyTableBytes(keys)) / page_cost;
+  const uint64_t pages = (room_left - KeyTableBytes(keys)) / page_cost;
   if (pages > kMaxPagesPerNode) {
     // A KeyMeta names its page in kPageBits bits (key_meta.h).
     const uint64_t at_least =
@@ -302,7 +330,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
                    : "use more nodes or a smaller budget");
   }
   plan.page_count = static_cast<uint32_t>(pages);
-  plan.fixed_bytes = fixed + pages * kPerPageBytes;
+  plan.fixed_bytes =
+      fixed + pages * kPerPageBytes + plan.location_cache_bytes;
   return plan;
 }
 

@@ -9,6 +9,9 @@
 //
 //   fixed + key table + ARC + spill buffers + pages * page_size <= share
 //
+// ("fixed" includes the node's slice of the location cache, sized from
+// the key slots the node starts with: it does not grow with the table.)
+//
 // where the key table (CMap of KeyMeta) and ARC (arena and index, 2c keys
 // tracked for c cached) are sized by their own BytesFor functions, so the
 // plan and the allocation cannot drift apart. The number of key slots c a
@@ -81,6 +84,11 @@ struct MemoryPlan {
   uint64_t key_table_bytes = 0;     // CMap, at max_keys
   uint64_t arc_bytes = 0;           // ARC arena + index, at max_keys
   uint64_t fixed_bytes = 0;         // key locks, page metadata, queue, ...
+                                    // and the location cache's slice
+  // This node's slice of the location cache (location_cache.h; part of
+  // fixed_bytes): round-robin and thread-local routing with
+  // FurrBallOptions::location_cache, else 0.
+  uint64_t location_cache_bytes = 0;
   uint64_t spill_buffer_bytes = 0;  // RocksDB memtables (spill tier only)
 
   uint64_t value_bytes() const { return uint64_t{page_count} * page_size; }

@@ -7,6 +7,13 @@
 
 namespace furrballs {
 namespace furrball_internal {
+namespace {
+
+thread_local bool on_worker_thread = false;
+
+}  // namespace
+
+bool NodeJob::OnWorkerThread() { return on_worker_thread; }
 
 std::chrono::milliseconds NextMaintenanceDelay(
     std::chrono::milliseconds last, Maintenance found,
@@ -31,6 +38,7 @@ NodeJob::NodeJob(const Numatic* numatic, const Options& options,
 NodeJob::~NodeJob() { Stop(); }
 
 void NodeJob::Run(std::function<absl::Status()> init) {
+  on_worker_thread = true;
   absl::Status status;
   if (options_.pin) status = numatic_->PinCurrentThreadToNode(options_.node);
   if (status.ok()) status = init();

@@ -102,6 +102,10 @@ class NodeJob {
   // Idempotent.
   void Stop();
 
+  // Whether the calling thread is a NodeJob worker (of any cache). A
+  // worker must never wait for jobs of other workers (broadcast_get.h).
+  static bool OnWorkerThread();
+
   int node() const { return options_.node; }
   size_t queue_capacity() const { return ring_.size(); }
   size_t memory_bytes() const { return ring_.capacity() * sizeof(Task); }

@@ -38,6 +38,13 @@ class NodeRouter {
     }
     return -1;
   }
+  // The index of node `id`, or 0 for a node not served: where a search
+  // from a thread on `id` starts (a thread running elsewhere starts at the
+  // first node).
+  int IndexOrFirst(int id) const {
+    const int i = IndexOf(id);
+    return i < 0 ? 0 : i;
+  }
 
   // The index of the node that owns `h` under hash routing, which is also
   // the home of every key's write lock under any routing. Uses H1's high

@@ -254,6 +254,12 @@ NodeStatsSnapshot NodeShard::Snapshot() const {
   s.cold_fallbacks = stats_.Sum(Counter::kColdFallbacks);
   s.migrations_in = stats_.Sum(Counter::kMigrationsIn);
   s.migrations_out = stats_.Sum(Counter::kMigrationsOut);
+  s.location_hits = stats_.Sum(Counter::kLocationHits);
+  s.location_misses = stats_.Sum(Counter::kLocationMisses);
+  s.location_stale = stats_.Sum(Counter::kLocationStale);
+  s.races = stats_.Sum(Counter::kRaces);
+  s.race_wins = stats_.Sum(Counter::kRaceWins);
+  s.race_fallbacks = stats_.Sum(Counter::kRaceFallbacks);
   if (spill_index_ != nullptr) {
     s.spill_keys_indexed = spill_index_->size();
     s.spill_disk_bytes =

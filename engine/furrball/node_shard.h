@@ -438,6 +438,8 @@ class NodeShard {
 
   // Counts a miss of a search that found the key on no node.
   void CountMiss() { stats_.Add(Counter::kMisses); }
+  // Counts one of the search's own events (key_locator.h) on this node.
+  void Count(Counter c) { stats_.Add(c); }
   // Hands the spill batch to the node's spill writer if ARC victims filled
   // a page of it: a writer whose insert made ARC evict calls it once it
   // holds no lock, so that a full key table does not outrun the batch

@@ -436,15 +436,19 @@ DeleteResult NodeShard::Delete(const HashPair& h, uint64_t if_version,
                                std::string* replaced_head) {
   OperationClock clock(config_.clock);
   for (;;) {
-    // Under the key lock only movers (which keep the version) and evictors
-    // change the KeyMeta, so a version checked here still holds at the
-    // Erase, or the key is gone from memory and the index is checked below.
-    if (if_version != 0) {
-      const std::optional<KeyMeta> cur = arc_->Peek(h);
-      if (cur.has_value() && cur->version != if_version) {
-        return DeleteResult{Error::kOk, false};
-      }
+    // Under the key lock only movers (which keep the version and the
+    // deadline) and evictors change the KeyMeta, so a version checked here
+    // still holds at the Erase, or the key is gone from memory and the index
+    // is checked below.
+    const std::optional<KeyMeta> cur = arc_->Peek(h);
+    if (if_version != 0 && cur.has_value() && cur->version != if_version) {
+      return DeleteResult{Error::kOk, false};
     }
+    // The Delete takes effect at the Erase, so whether it removed a live
+    // key is decided by the clock before it: read after, a thread delayed
+    // between the two would call a key that was live when it removed it
+    // expired, and answer deleted = false for it.
+    if (cur.has_value() && cur->expiry_ms != 0) clock.NowMs();
     KeyMeta erased;
     const Error err = arc_->Erase(h, &erased);
     if (err == Error::kAbandonedSet) continue;

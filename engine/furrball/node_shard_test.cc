@@ -136,7 +136,7 @@ class NodeShardTest : public ::testing::Test {
     c.max_keys = max_keys;
     c.eviction_enabled = eviction;
     c.reclaim_patience = reclaim_patience;
-    c.clock = &clock_;
+    c.clock = shard_clock_;
     c.spill_cold_pages = cold_pages_;
     c.home_of = [](void* self, const HashPair&) -> NodeShard& {
       return *static_cast<NodeShardTest*>(self)->shard_;
@@ -178,6 +178,7 @@ class NodeShardTest : public ::testing::Test {
 
   bool cold_pages_ = false;  // ShardConfig::spill_cold_pages for Open
   ManualClock clock_;
+  const Clock* shard_clock_ = &clock_;  // ShardConfig::clock for Open
   KeyHasher hasher_;
   std::unique_ptr<Numatic> numatic_;
   std::unique_ptr<NodeShard, void (*)(NodeShard*)> shard_{nullptr,
@@ -192,6 +193,44 @@ TEST(ShardConfigTest, DefaultsAreTheEngineOptionsDefaults) {
   EXPECT_EQ(shard.spill_reload_whole_page, engine.spill_reload_whole_page);
   EXPECT_EQ(shard.spill_cold_pages, engine.spill_cold_pages);
   EXPECT_EQ(shard.eviction_enabled, engine.eviction_enabled);
+}
+
+// A clock that reads `early` while the shard holds `key` and `late` once it
+// does not: what a thread that reads the clock after removing the key sees
+// when it was delayed between the two and the time passed the deadline.
+class ReadsLateAfterRemovalClock final : public Clock {
+ public:
+  uint64_t NowMs() const override {
+    return shard != nullptr && !shard->Holds(key) ? late : early;
+  }
+  const NodeShard* shard = nullptr;
+  HashPair key;
+  uint64_t early = 1000;
+  uint64_t late = 5000;
+};
+
+// A Delete takes effect at its erase, so it judges whether it removed a
+// live key by the clock before the erase. Read after (as until 2026-11-24),
+// a Delete delayed between the two answered deleted = false for a key that
+// was live when it removed it, and furrball_linearizability_test saw Gets
+// miss a key that no Delete had removed and no deadline had passed (1 run
+// in 100-150; 1 in 15-20 under TSAN).
+TEST_F(NodeShardTest, ADeleteJudgesLivenessAtItsEraseNotAfter) {
+  ReadsLateAfterRemovalClock clock;
+  shard_clock_ = &clock;
+  Open(/*pages=*/16);
+  WriteOptions ttl;
+  ttl.ttl_ms = 100;  // live until 1100; the late reading is past it
+  ASSERT_EQ(Set(1, "v", ttl).error, Error::kOk);
+  clock.shard = shard_.get();  // from now on a reading after removal is late
+  clock.key = Key(1);
+  const DeleteResult r = Delete(1);
+  EXPECT_EQ(r.error, Error::kOk);
+  EXPECT_TRUE(r.deleted);
+  std::string v;
+  EXPECT_FALSE(Get(1, &v).found);
+  EXPECT_EQ(shard_->Snapshot().deletes, 1u);
+  EXPECT_EQ(shard_->Snapshot().ttl_expirations, 0u);
 }
 
 TEST_F(NodeShardTest, MaintainSaysWhetherTheNodeServedRequestsSinceTheLastPass) {

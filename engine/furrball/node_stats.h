@@ -68,6 +68,14 @@ enum class Counter : uint8_t {
   kMigrationsIn,      // keys moved here because this node's threads read
                       // them (key_mover.h)
   kMigrationsOut,     // keys moved away to the node that reads them
+  // Finding a key under round-robin / thread-local routing (key_locator.h),
+  // counted on the requester's node unless said otherwise.
+  kLocationHits,      // the location cache's hint was right
+  kLocationMisses,    // it had no hint for the key
+  kLocationStale,     // its hint's node did not hold the key
+  kRaces,             // broadcast races run
+  kRaceWins,          // races won, counted on the winning node
+  kRaceFallbacks,     // races in which a worker refused the probe
   kCount,
 };
 

@@ -34,6 +34,21 @@ enum class RoutingPolicy : uint8_t {
   kThreadLocal = 2,
 };
 
+// How a Get finds a key whose node the routing does not say (round-robin,
+// thread-local; report §8 Phase 4 §4.1). Hash routing ignores it.
+enum class LocatePolicy : uint8_t {
+  // Probe the shards one after another, the requester's node first.
+  kScan = 0,
+  // The broadcast race: every node's worker probes its own shard at once,
+  // the first hit wins, the caller sleeps until all answered
+  // (broadcast_get.h). A caller that is itself a node worker scans.
+  kRace = 1,
+  // Per call, the race only while its measured latency saving exceeds what
+  // its losing probes cost (the report's waste model, key_locator.h); else
+  // the scan.
+  kAuto = 2,
+};
+
 struct FurrBallOptions {
   // Everything the cache maps over all nodes, split evenly between nodes:
   // value pages, key table, ARC state, the shards' fixed structures and the
@@ -68,6 +83,15 @@ struct FurrBallOptions {
   // and not with the spill tier. Off by default: docs/engine.md ("Keys
   // follow their readers") has the measurement it has to beat.
   bool migrate_to_readers = false;
+
+  // With round-robin or thread-local routing: how a Get looks for a key
+  // the location cache does not name (or names wrongly).
+  LocatePolicy locate = LocatePolicy::kAuto;
+  // With round-robin or thread-local routing: a hint of which node holds
+  // each key (location_cache.h), filled by writes and by discoveries, two
+  // to four bytes per key slot the node starts with, inside the memory
+  // budget. A wrong hint costs one probe; an answer never depends on it.
+  bool location_cache = true;
 
   // Limits on what a client may store. Anything over a limit is rejected with
   // kKeyTooLarge / kValueTooLarge, never truncated. Keys: at most 16,383

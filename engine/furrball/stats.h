@@ -89,6 +89,17 @@ struct NodeStatsSnapshot {
   // keys moved away from it to the node that reads them.
   uint64_t migrations_in = 0;
   uint64_t migrations_out = 0;
+  // Finding a key whose node the routing does not say (round-robin and
+  // thread-local routing; all 0 under hash routing; key_locator.h). Per
+  // Get (chunk reads included), on the requesting thread's node.
+  uint64_t location_hits = 0;    // the location cache named the key's node
+  uint64_t location_misses = 0;  // it named no node
+  uint64_t location_stale = 0;   // the node it named did not hold the key
+  uint64_t races = 0;            // broadcast-race searches run
+  uint64_t race_wins = 0;        // races this node's probe won (a hit here)
+  uint64_t race_fallbacks = 0;   // races in which a worker refused the
+                                 // probe (queue full or closing) and the
+                                 // caller probed that node itself
 };
 
 }  // namespace furrballs

@@ -202,6 +202,8 @@ INSTANTIATE_TEST_SUITE_P(
                  {"--memory_mb=8192", "--page_kb=64"},
                  "more than the 65536 a node can address: raise --page_kb "
                  "(to 128 KiB or more), or leave it automatic"},
+        FlagCase{"UnknownLocatePolicy", {"--locate=broadcast"},
+                 "--locate=broadcast: expected scan, race or auto"},
         FlagCase{"SpillWithoutHashRouting",
                  {"--spill", "--routing=round_robin"},
                  "--spill needs --routing=hash"},
