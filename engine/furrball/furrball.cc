@@ -511,9 +511,13 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
         // Chunked values and their chunks stay put (key_mover.h).
         if (migrate && kind != nullptr && *kind == EntryKind::kValue) {
           const int reader = router_.IndexOf(numatic_->GetCurrentNode());
-          mover_.OnRead(h, *shards_[holder],
-                        reader < 0 ? nullptr : shards_[reader].get(),
-                        key_lock);
+          const bool moved =
+              mover_.OnRead(h, *shards_[holder],
+                            reader < 0 ? nullptr : shards_[reader].get(),
+                            key_lock);
+          // The hint follows the key, so its next Get is not a stale probe
+          // (a hint is only a hint: a Delete racing this is harmless).
+          if (moved && locator_ != nullptr) locator_->Placed(h, reader);
         }
         return r;
       }

@@ -54,10 +54,16 @@ void ReadOn(FurrBall& ball, int node, const std::string& key, int n,
   });
 }
 
-uint64_t Migrations(const std::vector<NodeStatsSnapshot>& s) {
+// One counter summed over the nodes.
+uint64_t Total(const std::vector<NodeStatsSnapshot>& s,
+               uint64_t NodeStatsSnapshot::*counter) {
   uint64_t n = 0;
-  for (const NodeStatsSnapshot& x : s) n += x.migrations_in;
+  for (const NodeStatsSnapshot& x : s) n += x.*counter;
   return n;
+}
+
+uint64_t Migrations(const std::vector<NodeStatsSnapshot>& s) {
+  return Total(s, &NodeStatsSnapshot::migrations_in);
 }
 
 class MigrateTest : public ::testing::TestWithParam<RoutingPolicy> {};
@@ -97,8 +103,14 @@ TEST_P(MigrateTest, AKeyReadFromTheOtherNodeMovesThereWithItsValueVersionAndTtl)
   EXPECT_EQ(s[other].live_keys, 1u);
   EXPECT_EQ(s[home].live_keys, 0u) << "insert-before-erase leaves one copy";
 
+  // The move updated the location cache's hint (the write had set it), so
+  // the reads after the move found the key at once.
+  EXPECT_EQ(Total(s, &NodeStatsSnapshot::location_stale), 0u)
+      << "the move left the hint pointing at the node it left";
+
   // The same value, version and deadline, now served locally.
   const uint64_t local_before = s[other].hits_local;
+  const uint64_t hints_before = Total(s, &NodeStatsSnapshot::location_hits);
   RunOnNode(*ball, other, [&] {
     std::string v;
     const GetResult r = ball->Get("k", &v);
@@ -107,7 +119,9 @@ TEST_P(MigrateTest, AKeyReadFromTheOtherNodeMovesThereWithItsValueVersionAndTtl)
     EXPECT_EQ(r.version, set.version);
     EXPECT_EQ(r.ttl_remaining_ms, 55'000u);
   });
-  EXPECT_EQ(ball->Stats()[other].hits_local, local_before + 1);
+  s = ball->Stats();
+  EXPECT_EQ(s[other].hits_local, local_before + 1);
+  EXPECT_EQ(Total(s, &NodeStatsSnapshot::location_hits), hints_before + 1);
 
   // Writes find it on its new node, and its versions keep growing (they
   // come from the key's home node's counter, whichever node holds it).

@@ -19,14 +19,15 @@ bool SampleThisRead() {
 
 }  // namespace
 
-void KeyMover::OnRead(const HashPair& h, NodeShard& holder, NodeShard* reader,
+bool KeyMover::OnRead(const HashPair& h, NodeShard& holder, NodeShard* reader,
                       ParkingLock& key_lock) {
-  if (reader == nullptr || !SampleThisRead()) return;
-  if (!holder.RecordRead(h, reader == &holder)) return;
+  if (reader == nullptr || !SampleThisRead()) return false;
+  if (!holder.RecordRead(h, reader == &holder)) return false;
   // Never wait for a writer: a later sample moves a key that is busy now.
-  if (!key_lock.try_lock()) return;
-  Move(h, holder, *reader);
+  if (!key_lock.try_lock()) return false;
+  const bool moved = Move(h, holder, *reader);
   key_lock.unlock();
+  return moved;
 }
 
 bool KeyMover::Move(const HashPair& h, NodeShard& from, NodeShard& to) {

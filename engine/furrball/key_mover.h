@@ -124,8 +124,9 @@ class KeyMover {
   // A Get of `h` hit on `holder`; `reader` is the shard of the calling
   // thread's node (nullptr if the thread runs on no served node). Counts a
   // sampled read and moves the key to `reader` if the policy says so and
-  // `key_lock` (h's write lock) is free. REQUIRES: no key lock held.
-  void OnRead(const HashPair& h, NodeShard& holder, NodeShard* reader,
+  // `key_lock` (h's write lock) is free. True if it moved the key.
+  // REQUIRES: no key lock held.
+  bool OnRead(const HashPair& h, NodeShard& holder, NodeShard* reader,
               ParkingLock& key_lock);
 
   // Moves `h` from `from` to `to` (the protocol above). True if moved.
