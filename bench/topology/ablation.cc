@@ -274,6 +274,7 @@ absl::StatusOr<AblationResult> RunAblationCell(const AblationCellSpec& spec) {
   };
   result.get_p50_ns = to_ns(gets.Percentile(0.50));
   result.get_p99_ns = to_ns(gets.Percentile(0.99));
+  result.get_trimmed_mean_ns = gets.MeanBetween(0.01, 0.99) / ticks_per_ns;
   result.set_p50_ns = to_ns(sets.Percentile(0.50));
   result.run_seconds = std::chrono::duration<double>(end - start).count();
   if (result.run_seconds > 0) {
