@@ -29,15 +29,27 @@ constexpr size_t kKeyBytes = 24;  // as the engine benchmark's keys
 
 // The table, one line per row. A feature that lands on main gets its row's
 // `apply` here; until then the row is reported as not landed.
-constexpr std::array<AblationConfig, 6> kConfigs{{
+constexpr std::array<AblationConfig, 7> kConfigs{{
     {"hash", "hash", [](FurrBallOptions& o) { o.routing = RoutingPolicy::kHash; },
      ""},
     {"round_robin", "round-robin",
      [](FurrBallOptions& o) { o.routing = RoutingPolicy::kRoundRobin; }, ""},
     {"thread_local", "thread-local",
      [](FurrBallOptions& o) { o.routing = RoutingPolicy::kThreadLocal; }, ""},
-    {"thread_local_migrate", "thread-local + migration", nullptr,
-     "topomove (SimpleMigratePolicy: keys move to the node that reads them)"},
+    {"thread_local_migrate", "thread-local + migration",
+     [](FurrBallOptions& o) {
+       o.routing = RoutingPolicy::kThreadLocal;
+       o.migrate_to_readers = true;
+     },
+     ""},
+    // Where migration has work to do: keys spread over the nodes but read
+    // mostly from one.
+    {"round_robin_migrate", "round-robin + migration",
+     [](FurrBallOptions& o) {
+       o.routing = RoutingPolicy::kRoundRobin;
+       o.migrate_to_readers = true;
+     },
+     ""},
     {"race", "broadcast-race", nullptr,
      "toplocate (broadcast-race Get)"},
     {"race_location_cache", "broadcast-race + location cache", nullptr,
@@ -105,6 +117,7 @@ struct LocalityCounters {
   uint64_t hits_local = 0;
   uint64_t hits_remote = 0;
   uint64_t misses = 0;
+  uint64_t migrations = 0;
 };
 
 LocalityCounters SumLocality(const FurrBall& ball) {
@@ -113,6 +126,7 @@ LocalityCounters SumLocality(const FurrBall& ball) {
     c.hits_local += s.hits_local;
     c.hits_remote += s.hits_remote;
     c.misses += s.misses;
+    c.migrations += s.migrations_in;
   }
   return c;
 }
@@ -199,6 +213,7 @@ absl::StatusOr<AblationResult> RunAblationCell(const AblationCellSpec& spec) {
       spec.ticks_per_ns > 0
           ? spec.ticks_per_ns
           : CycleTimer::TicksPerNs(std::chrono::milliseconds(50));
+  AblationResult result;
   std::vector<ThreadOutcome> outcomes(threads);
   std::latch loaded(threads);
   std::latch go(1);
@@ -215,6 +230,19 @@ absl::StatusOr<AblationResult> RunAblationCell(const AblationCellSpec& spec) {
         for (uint64_t k = first; k < first + spec.keys_per_thread; ++k) {
           StampValue(k, &value);
           if (ball.Set(keys[k], value).error != Error::kOk) ++out.refused_sets;
+        }
+      }
+      // The warm-up: the plan from its start, untimed, so that a policy
+      // that learns from reads (migration) has seen them before the run.
+      for (uint64_t i = 0; out.status.ok() && i < spec.warmup_ops_per_thread;
+           ++i) {
+        const PlannedOp op = plans[t][i % plans[t].size()];
+        const uint64_t k = op & ~kSetBit;
+        if (op & kSetBit) {
+          StampValue(k, &value);
+          if (ball.Set(keys[k], value).error != Error::kOk) ++out.refused_sets;
+        } else {
+          ball.Get(keys[k], &read);
         }
       }
       loaded.count_down();
@@ -245,6 +273,7 @@ absl::StatusOr<AblationResult> RunAblationCell(const AblationCellSpec& spec) {
   }
   loaded.wait();
   const LocalityCounters before = SumLocality(ball);
+  result.migrations_warmup = before.migrations;
   const double cpu_before = ReadCpuSeconds(getpid());
   const std::chrono::steady_clock::time_point start =
       std::chrono::steady_clock::now();
@@ -253,7 +282,6 @@ absl::StatusOr<AblationResult> RunAblationCell(const AblationCellSpec& spec) {
   const double cpu_after = ReadCpuSeconds(getpid());
   const LocalityCounters after = SumLocality(ball);
 
-  AblationResult result;
   LatencyHistogram gets;
   LatencyHistogram sets;
   std::chrono::steady_clock::time_point end = start;
@@ -271,6 +299,7 @@ absl::StatusOr<AblationResult> RunAblationCell(const AblationCellSpec& spec) {
   result.hits_local = after.hits_local - before.hits_local;
   result.hits_remote = after.hits_remote - before.hits_remote;
   result.misses = after.misses - before.misses;
+  result.migrations_run = after.migrations - before.migrations;
   auto to_ns = [ticks_per_ns](uint64_t ticks) {
     return static_cast<uint64_t>(static_cast<double>(ticks) / ticks_per_ns);
   };

@@ -16,6 +16,7 @@ AblationCellSpec Tiny(std::string_view row, int nodes, KeyChoice keys) {
   spec.keys = keys;
   spec.keys_per_thread = 200;
   spec.ops_per_thread = 2000;
+  spec.warmup_ops_per_thread = 0;
   spec.remote_delay_ns = 70;
   return spec;
 }
@@ -53,6 +54,19 @@ TEST(AblationTest, RoundRobinSpreadsAThreadsKeys) {
   // reads are local (the plan is seeded, so this is not a flaky bound).
   EXPECT_GT(r.LocalHitShare(), 0.35);
   EXPECT_LT(r.LocalHitShare(), 0.65);
+}
+
+TEST(AblationTest, MigrationMovesRoundRobinKeysToTheirReaders) {
+  AblationCellSpec spec = Tiny("round_robin_migrate", 2, KeyChoice::kPlacement);
+  spec.cross_share = 0;
+  // ~200 reads of each key in the warm-up, one in 16 sampled: a key on the
+  // other node collects the 8 remote samples that move it.
+  spec.warmup_ops_per_thread = 40000;
+  const AblationResult r = MustRun(spec);
+  EXPECT_GT(r.migrations_warmup, 100u) << "about half of 400 keys were remote";
+  // Without migration round-robin serves about half of these reads locally
+  // (RoundRobinSpreadsAThreadsKeys).
+  EXPECT_GT(r.LocalHitShare(), 0.8);
 }
 
 TEST(AblationTest, EveryLandedRowAddsUp) {

@@ -49,6 +49,9 @@ ABSL_FLAG(uint64_t, keys_per_thread, 0,
           "§5.6 and §5.10; quick 2,000).");
 ABSL_FLAG(uint64_t, ops_per_thread, 0,
           "Run-phase operations per thread (300,000; quick 20,000).");
+ABSL_FLAG(uint64_t, warmup_ops_per_thread, 0,
+          "Untimed operations per thread before the run, from the start of "
+          "the plan, so that migration has acted (1,000,000; quick 20,000).");
 ABSL_FLAG(double, read_share, 0.95, "Share of run-phase operations that are Gets.");
 ABSL_FLAG(double, cross_share, 0.1,
           "placement: share of operations on another node's keys.");
@@ -117,10 +120,12 @@ void PrintReport(const AblationCellSpec& base, int runs,
                  const Results& results) {
   std::printf(
       "# Topology ablation\n\nSimulated topology, %d pinned thread(s) per node, "
-      "%llu keys of %zu B per thread, %llu operations per thread (%.0f%% Gets), "
+      "%llu keys of %zu B per thread, %llu untimed then %llu timed operations "
+      "per thread (%.0f%% Gets), "
       "cross-node share %.2f (placement); medians of %d interleaved run(s).\n",
       base.threads_per_node,
       static_cast<unsigned long long>(base.keys_per_thread), base.value_bytes,
+      static_cast<unsigned long long>(base.warmup_ops_per_thread),
       static_cast<unsigned long long>(base.ops_per_thread),
       base.read_share * 100, base.cross_share, runs);
   for (const Cell& cell : cells) {
@@ -128,19 +133,20 @@ void PrintReport(const AblationCellSpec& base, int runs,
                 cell.delay_ns, WorkloadName(cell.keys));
     std::printf(
         "| row | Get p50 ns | Get p99 ns | Get mean p1-p99 ns | Set p50 ns | "
-        "Mops/s | local hits | cpu |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        "Mops/s | local hits | moved (warm-up + run) | cpu |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     const auto& by_row = results.at(cell.Key());
     for (const AblationConfig* row : rows) {
       if (row->apply == nullptr) {
-        std::printf("| %s | not landed yet: %s | | | | | | |\n",
+        std::printf("| %s | not landed yet: %s | | | | | | | |\n",
                     std::string(row->label).c_str(),
                     std::string(row->needs).c_str());
         continue;
       }
       const RunResults& r = by_row.at(row->name);
       std::printf(
-          "| %s | %.0f | %.0f | %.1f | %.0f | %.2f | %.1f%% | %.2f |\n",
+          "| %s | %.0f | %.0f | %.1f | %.0f | %.2f | %.1f%% | %.0f + %.0f | "
+          "%.2f |\n",
           std::string(row->label).c_str(),
           MedianOf(r, [](const AblationResult& a) { return a.get_p50_ns; }),
           MedianOf(r, [](const AblationResult& a) { return a.get_p99_ns; }),
@@ -153,6 +159,10 @@ void PrintReport(const AblationCellSpec& base, int runs,
           100 * MedianOf(r, [](const AblationResult& a) {
             return a.LocalHitShare();
           }),
+          MedianOf(r, [](const AblationResult& a) {
+            return a.migrations_warmup;
+          }),
+          MedianOf(r, [](const AblationResult& a) { return a.migrations_run; }),
           MedianOf(r, [](const AblationResult& a) { return a.cpu_share; }));
     }
   }
@@ -259,6 +269,8 @@ int Main(int argc, char** argv) {
                                    uint64_t{2000});
   base.ops_per_thread = OrDefault(FLAGS_ops_per_thread, uint64_t{300000},
                                   uint64_t{20000});
+  base.warmup_ops_per_thread = OrDefault(
+      FLAGS_warmup_ops_per_thread, uint64_t{1000000}, uint64_t{20000});
   base.read_share = absl::GetFlag(FLAGS_read_share);
   base.cross_share = absl::GetFlag(FLAGS_cross_share);
   base.value_bytes = absl::GetFlag(FLAGS_value_bytes);
@@ -296,7 +308,8 @@ int Main(int argc, char** argv) {
     std::fprintf(csv,
                  "run,nodes,delay_ns,workload,row,get_p50_ns,get_p99_ns,"
                  "set_p50_ns,ops_per_s,gets,hits_local,hits_remote,misses,"
-                 "sets,cpu_share,get_trimmed_mean_ns\n");
+                 "sets,cpu_share,get_trimmed_mean_ns,migrations_warmup,"
+                 "migrations_run\n");
   }
 
   std::vector<Cell> cells;
@@ -343,7 +356,7 @@ int Main(int argc, char** argv) {
         if (csv != nullptr) {
           std::fprintf(csv,
                        "%d,%d,%d,%s,%s,%llu,%llu,%llu,%.0f,%llu,%llu,%llu,%llu,"
-                       "%llu,%.3f,%.1f\n",
+                       "%llu,%.3f,%.1f,%llu,%llu\n",
                        run + 1, cell.nodes, cell.delay_ns,
                        WorkloadName(cell.keys), std::string(row->name).c_str(),
                        static_cast<unsigned long long>(r->get_p50_ns),
@@ -355,7 +368,9 @@ int Main(int argc, char** argv) {
                        static_cast<unsigned long long>(r->hits_remote),
                        static_cast<unsigned long long>(r->misses),
                        static_cast<unsigned long long>(r->sets), r->cpu_share,
-                       r->get_trimmed_mean_ns);
+                       r->get_trimmed_mean_ns,
+                       static_cast<unsigned long long>(r->migrations_warmup),
+                       static_cast<unsigned long long>(r->migrations_run));
           std::fflush(csv);
         }
         results[cell.Key()][row->name].push_back(*r);

@@ -6,7 +6,7 @@
 #   $1 topology_bench
 set -euo pipefail
 out=$(mktemp)
-"$1" --runs=1 --nodes=2,4 --delays=0,70 --keys_per_thread=300 \
+"$1" --runs=1 --nodes=2,4 --delays=0,70 --keys_per_thread=300 --warmup_ops_per_thread=3000 \
   --ops_per_thread=3000 >"$out"
 cat "$out"
 for want in "## 2 nodes, remote delay 0 ns, placement" \
