@@ -73,8 +73,9 @@ ABSL_FLAG(std::string, configs, "empty,nodejob64,nodejob16,nodejob1,direct",
           "Server configurations to run. empty: "
           "//bench/service:empty_server; nodejobN: furrballs_server "
           "--dispatch=nodejob --max_batch=N; direct: --dispatch=direct; "
-          "direct_thread_local (not in the default list): --dispatch=direct "
-          "--routing=thread_local (docs/topology.md).");
+          "not in the default list (docs/topology.md): direct_thread_local "
+          "(--dispatch=direct --routing=thread_local), direct_round_robin, "
+          "direct_round_robin_migrate (... --migrate_to_readers).");
 ABSL_FLAG(std::string, cells, "get,set,pipeline,multiget",
           "Cells to run, a subset of the default list.");
 ABSL_FLAG(std::string, server_flags, "--memory_mb=64",
@@ -393,6 +394,14 @@ std::vector<ServerConfig> AllConfigs() {
       // the server lands on the node of the gRPC thread that wrote it.
       furrballs("direct_thread_local", "Furrballs direct, thread-local",
                 {"--dispatch=direct", "--routing=thread_local"}),
+      // Keys spread over the nodes, read from the gRPC thread's node: remote
+      // reads, or migration to the reader.
+      furrballs("direct_round_robin", "Furrballs direct, round-robin",
+                {"--dispatch=direct", "--routing=round_robin"}),
+      furrballs("direct_round_robin_migrate",
+                "Furrballs direct, round-robin + migration",
+                {"--dispatch=direct", "--routing=round_robin",
+                 "--migrate_to_readers"}),
   };
 }
 
