@@ -12,8 +12,8 @@ cat "$out"
 for want in "## 2 nodes, remote delay 0 ns, placement" \
             "## 4 nodes, remote delay 70 ns, uniform" \
             "| hash |" "| round-robin |" "| thread-local |" \
-            "| thread-local + migration |" "| broadcast-race |" \
-            "| broadcast-race + location cache |" \
+            "| thread-local + migration |" "| thread-local + broadcast-race |" \
+            "| thread-local + broadcast-race + location cache |" \
             "## The report's bar: round-robin Get p50 / thread-local Get p50"; do
   grep -qF -- "$want" "$out" || { echo "FAIL: report lacks: $want"; exit 1; }
 done
