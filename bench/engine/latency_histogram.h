@@ -44,6 +44,14 @@ class LatencyHistogram {
   // covers ceil(q * count) values), as that bucket's midpoint. 0 when empty.
   uint64_t Percentile(double q) const;
 
+  // The mean of the values ranked between quantiles q_lo and q_hi (0 <= q_lo
+  // < q_hi <= 1), each taken as the mean of its bucket's values: a trimmed
+  // mean, finer than a percentile when the timer itself is coarse (the
+  // values then fall on a few buckets and a percentile jumps between them)
+  // and, trimmed at the top, free of the preemptions a mean would include.
+  // 0 when empty.
+  double MeanBetween(double q_lo, double q_hi) const;
+
   static size_t BucketOf(uint64_t value) {
     if (value >= (uint64_t{1} << kMaxValueBits)) {
       value = (uint64_t{1} << kMaxValueBits) - 1;

@@ -24,6 +24,23 @@ TEST(LatencyHistogramTest, SmallValuesAreExact) {
   EXPECT_EQ(h.Percentile(0.0), 0u);
 }
 
+TEST(LatencyHistogramTest, MeanBetweenTrimsBothEnds) {
+  LatencyHistogram empty;
+  EXPECT_EQ(empty.MeanBetween(0, 1), 0);
+  LatencyHistogram h;
+  for (uint64_t v = 0; v < 256; ++v) h.Record(v);
+  EXPECT_DOUBLE_EQ(h.MeanBetween(0, 1), 127.5);
+  EXPECT_DOUBLE_EQ(h.MeanBetween(0.25, 0.75), 127.5);  // values 64..191
+  EXPECT_DOUBLE_EQ(h.MeanBetween(0, 0.5), 63.5);       // values 0..127
+  // Two preemptions in a hundred do not move a mean trimmed at 0.98.
+  LatencyHistogram t;
+  for (int i = 0; i < 98; ++i) t.Record(100);
+  t.Record(1000000000);
+  t.Record(1000000000);
+  EXPECT_DOUBLE_EQ(t.MeanBetween(0, 0.98), 100);
+  EXPECT_GT(t.MeanBetween(0, 1), 1e7);
+}
+
 TEST(LatencyHistogramTest, BucketsCoverTheirValuesWithinResolution) {
   for (uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{255}, uint64_t{256},
                      uint64_t{257}, uint64_t{1000}, uint64_t{65535},

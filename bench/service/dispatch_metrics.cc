@@ -71,6 +71,9 @@ absl::StatusOr<DispatchCounters> ScrapeDispatchCounters(int port) {
       sum = &c.batches;
     } else if (absl::StartsWith(line, "furrballs_dispatch_ops_total")) {
       sum = &c.ops;
+    } else if (absl::StartsWith(line, "furrballs_hits_total{")) {
+      sum = absl::StrContains(line, "locality=\"local\"") ? &c.hits_local
+                                                          : &c.hits_remote;
     } else {
       continue;
     }
@@ -78,7 +81,7 @@ absl::StatusOr<DispatchCounters> ScrapeDispatchCounters(int port) {
     const size_t space = line.rfind(' ');
     if (space == absl::string_view::npos) continue;
     *sum += std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
-    found = true;
+    found |= sum == &c.batches || sum == &c.ops;
   }
   if (!found) {
     return absl::NotFoundError(

@@ -70,9 +70,12 @@ ABSL_FLAG(int, keys, 0,
           "Key space, preloaded before the cells. 0: 10000 (--quick: 1000).");
 ABSL_FLAG(int, value_bytes, 64, "Value size.");
 ABSL_FLAG(std::string, configs, "empty,nodejob64,nodejob16,nodejob1,direct",
-          "Server configurations to run, a subset of the default list. "
-          "empty: //bench/service:empty_server; nodejobN: furrballs_server "
-          "--dispatch=nodejob --max_batch=N; direct: --dispatch=direct.");
+          "Server configurations to run. empty: "
+          "//bench/service:empty_server; nodejobN: furrballs_server "
+          "--dispatch=nodejob --max_batch=N; direct: --dispatch=direct; "
+          "not in the default list (docs/topology.md): direct_thread_local "
+          "(--dispatch=direct --routing=thread_local), direct_round_robin, "
+          "direct_round_robin_migrate (... --migrate_to_readers).");
 ABSL_FLAG(std::string, cells, "get,set,pipeline,multiget",
           "Cells to run, a subset of the default list.");
 ABSL_FLAG(std::string, server_flags, "--memory_mb=64",
@@ -123,6 +126,9 @@ struct Sample {
   // Ops per NodeJob batch over the cell (warm-up included); 0 if the server
   // has no dispatcher counters (the empty server) or ran none (direct mode).
   double mean_batch = 0;
+  // Hits served on the key's own node over all hits in the cell (warm-up
+  // included; furrballs_hits_total by locality); -1 if unknown.
+  double local_hit_share = -1;
   uint64_t ops = 0;
   uint64_t errors = 0;
 };
@@ -246,6 +252,11 @@ class Load {
     if (before && after && after->batches > before->batches) {
       s.mean_batch =
           (after->ops - before->ops) / (after->batches - before->batches);
+    }
+    if (before && after) {
+      const double local = after->hits_local - before->hits_local;
+      const double remote = after->hits_remote - before->hits_remote;
+      if (local + remote > 0) s.local_hit_share = local / (local + remote);
     }
     return s;
   }
@@ -379,6 +390,18 @@ std::vector<ServerConfig> AllConfigs() {
       furrballs("nodejob1", "Furrballs NodeJob, batch 1",
                 {"--dispatch=nodejob", "--max_batch=1"}),
       furrballs("direct", "Furrballs direct", {"--dispatch=direct"}),
+      // The topology comparison (docs/topology.md): a key written through
+      // the server lands on the node of the gRPC thread that wrote it.
+      furrballs("direct_thread_local", "Furrballs direct, thread-local",
+                {"--dispatch=direct", "--routing=thread_local"}),
+      // Keys spread over the nodes, read from the gRPC thread's node: remote
+      // reads, or migration to the reader.
+      furrballs("direct_round_robin", "Furrballs direct, round-robin",
+                {"--dispatch=direct", "--routing=round_robin"}),
+      furrballs("direct_round_robin_migrate",
+                "Furrballs direct, round-robin + migration",
+                {"--dispatch=direct", "--routing=round_robin",
+                 "--migrate_to_readers"}),
   };
 }
 
@@ -453,12 +476,12 @@ void PrintReport(const Settings& s, const std::vector<ServerConfig>& configs,
       std::thread::hardware_concurrency());
   std::printf(
       "| cell | server | key ops/s | p50 µs | p99 µs | server CPU µs/op | "
-      "ops/batch | errors |\n"
-      "|---|---|---:|---:|---:|---:|---:|---:|\n");
+      "ops/batch | local hits | errors |\n"
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const CellSpec& cell : cells) {
     for (const ServerConfig& config : configs) {
       const std::vector<Sample>& v = results.at(config.name).at(cell.name);
-      std::vector<double> ops, p50, p99, cpu, batch;
+      std::vector<double> ops, p50, p99, cpu, batch, local;
       uint64_t errors = 0;
       for (const Sample& x : v) {
         ops.push_back(x.ops_per_s);
@@ -466,14 +489,19 @@ void PrintReport(const Settings& s, const std::vector<ServerConfig>& configs,
         p99.push_back(x.p99_us);
         cpu.push_back(x.cpu_us_per_op);
         batch.push_back(x.mean_batch);
+        local.push_back(x.local_hit_share);
         errors += x.errors;
       }
       const double mean_batch = Median(batch);
-      std::printf("| %s | %s | %.0f | %.0f | %.0f | %.1f | %s | %llu |\n",
+      const double local_share = Median(local);
+      std::printf("| %s | %s | %.0f | %.0f | %.0f | %.1f | %s | %s | %llu |\n",
                   cell.name.c_str(), config.label.c_str(), Median(ops),
                   Median(p50), Median(p99), Median(cpu),
                   mean_batch > 0 ? absl::StrFormat("%.1f", mean_batch).c_str()
                                  : "–",
+                  local_share >= 0
+                      ? absl::StrFormat("%.0f%%", 100 * local_share).c_str()
+                      : "–",
                   static_cast<unsigned long long>(errors));
     }
   }
@@ -574,7 +602,7 @@ int Main(int argc, char** argv) {
     }
     std::fprintf(csv,
                  "run,server,cell,ops_per_s,p50_us,p99_us,server_cpu_us_per_op,"
-                 "mean_batch,ops,errors\n");
+                 "mean_batch,ops,errors,local_hit_share\n");
   }
 
   // Every server runs for the whole benchmark (an idle one costs next to no
@@ -656,12 +684,13 @@ int Main(int argc, char** argv) {
                          ? absl::StrCat("  errors ", sample.errors).c_str()
                          : "");
         if (csv != nullptr) {
-          std::fprintf(csv, "%d,%s,%s,%.1f,%.1f,%.1f,%.2f,%.2f,%llu,%llu\n",
+          std::fprintf(csv, "%d,%s,%s,%.1f,%.1f,%.1f,%.2f,%.2f,%llu,%llu,%.3f\n",
                        run + 1, config.name.c_str(), cell.name.c_str(),
                        sample.ops_per_s, sample.p50_us, sample.p99_us,
                        sample.cpu_us_per_op, sample.mean_batch,
                        static_cast<unsigned long long>(sample.ops),
-                       static_cast<unsigned long long>(sample.errors));
+                       static_cast<unsigned long long>(sample.errors),
+                       sample.local_hit_share);
           std::fflush(csv);
         }
       }

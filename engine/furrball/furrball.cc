@@ -452,6 +452,10 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     return jobs_[index]->Submit(job, context);
   }
 
+  absl::Status PinCurrentThreadToNode(int node) const override {
+    return numatic_->PinCurrentThreadToNode(node);
+  }
+
   std::vector<NodeStatsSnapshot> Stats() const override {
     std::vector<NodeStatsSnapshot> out;
     out.reserve(shards_.size());

@@ -104,6 +104,16 @@ class FurrBall {
   using Job = void (*)(void* context);
   virtual Error SubmitToNode(int node, Job job, void* context) = 0;
 
+  // Pins the calling thread to node `node`'s CPUs (a simulated node's CPUs
+  // on a simulated topology) and makes it that node's thread for this
+  // cache: where thread-local routing places its new keys, which shard its
+  // searches probe first, and whether its accesses pay the simulated remote
+  // delay. For callers that run threads of their own per node (the topology
+  // benchmark); a thread never pinned counts as the node of the CPU it first
+  // ran on. Fails (kNoSuchNode in the status) for a node the cache does not
+  // serve.
+  virtual absl::Status PinCurrentThreadToNode(int node) const = 0;
+
   // Stops the node workers: jobs already queued still run, later
   // SubmitToNode calls get kShuttingDown, maintenance stops. The cache stays
   // readable and writable until it is destroyed (a service drains its

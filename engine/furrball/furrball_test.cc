@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <absl/strings/str_cat.h>
@@ -755,6 +756,32 @@ TEST(FurrBallTest, VersionsIncreaseWhenAKeyIsRecreatedOnAnotherNode) {
     EXPECT_EQ(nodes_seen, (std::set<int>{0, 1}))
         << "the key lived on both nodes";
   }
+}
+
+TEST(FurrBallTest, APinnedThreadIsItsNodesThread) {
+  FurrBallOptions o = SmallOptions(2);
+  o.routing = RoutingPolicy::kThreadLocal;
+  std::unique_ptr<FurrBall> ball = MustOpen(o);
+  // A thread of the caller's, pinned to node 1, places and reads as node 1.
+  std::thread t([&ball] {
+    ASSERT_TRUE(ball->PinCurrentThreadToNode(1).ok());
+    for (int i = 0; i < 20; ++i) ball->Set("p" + std::to_string(i), "v");
+    std::string v;
+    for (int i = 0; i < 20; ++i) ball->Get("p" + std::to_string(i), &v);
+  });
+  t.join();
+  const std::vector<NodeStatsSnapshot> stats = ball->Stats();
+  EXPECT_EQ(stats[0].live_keys, 0u);
+  EXPECT_EQ(stats[1].live_keys, 20u);
+  EXPECT_EQ(stats[1].hits_local, 20u);
+  EXPECT_EQ(stats[1].hits_remote, 0u);
+  // A node the cache does not serve is refused with its reason.
+  std::thread bad([&ball] {
+    const absl::Status s = ball->PinCurrentThreadToNode(7);
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(ErrorOf(s), Error::kNoSuchNode) << s;
+  });
+  bad.join();
 }
 
 // ---- Statistics ---------------------------------------------------------------------
