@@ -37,7 +37,7 @@ void Scan(FurrBallOptions& o) {
   o.location_cache = false;
 }
 
-constexpr std::array<AblationConfig, 7> kConfigs{{
+constexpr std::array<AblationConfig, 8> kConfigs{{
     {"hash", "hash", [](FurrBallOptions& o) { o.routing = RoutingPolicy::kHash; },
      ""},
     {"round_robin", "round-robin",
@@ -68,6 +68,11 @@ constexpr std::array<AblationConfig, 7> kConfigs{{
        o.migrate_to_readers = true;
      },
      ""},
+    // What --routing=round_robin gets by default since the location cache
+    // landed: the cache's hint first, then scan or race as the fail-safe
+    // decides (LocatePolicy::kAuto).
+    {"round_robin_defaults", "round-robin + location cache (auto)",
+     [](FurrBallOptions& o) { o.routing = RoutingPolicy::kRoundRobin; }, ""},
     // The report's Phase 4 rows, on thread-local placement.
     {"race", "thread-local + broadcast-race",
      [](FurrBallOptions& o) {
