@@ -3,7 +3,12 @@
 14): each config is a furrballs_server binary and the CLI (furrballs) that
 loads it, so a server change and a client change can each be measured
 against the build before it. Redis (redis-benchmark -P 16, 16 clients) runs
-in the same rounds as the yardstick.
+in the same rounds as the yardstick. With --redis_in_flight, Redis also runs
+with 16 operations in flight, as many as 16 synchronous callers give the
+Batch stream: one client pipelining 16 (-c 1 -P 16: one connection, like the
+client's one stream) and 16 clients without pipelining (-c 16 -P 1). Issue
+14's yardstick, -c 16 -P 16, keeps 256 in flight, so each wake-up of Redis's
+thread can answer many connections' commands.
 
 Per config and round: the Batch stream through the CLI's automatic batching
 with --callers concurrent callers (each value a cell), and unary Get via ghz
@@ -77,6 +82,8 @@ def main():
     ap.add_argument("--ops", type=int, default=150000, help="key ops per Batch cell")
     ap.add_argument("--ghz_seconds", type=int, default=5, help="0: no unary cell")
     ap.add_argument("--no_redis", action="store_true")
+    ap.add_argument("--redis_in_flight", action="store_true",
+                    help="also measure Redis with 16 operations in flight (-c 1 -P 16, -c 16 -P 1)")
     ap.add_argument("--out", default=None, help="write rows as JSON lines here")
     args = ap.parse_args()
     ghz = os.path.expanduser("~/go/bin/ghz")
@@ -117,7 +124,10 @@ def main():
                 proc = procs[name]
                 port, metrics_port, cli = proc.info
                 if name == "redis":
-                    cells = [("redis GET -P 16", "redis")]
+                    cells = [("redis GET -P 16", (16, 16))]
+                    if args.redis_in_flight:
+                        cells += [("redis GET -c 1 -P 16", (1, 16)),
+                                  ("redis GET -c 16 -P 1", (16, 1))]
                 else:
                     cells = [("batch, %d callers" % c, c) for c in callers]
                     if args.ghz_seconds > 0:
@@ -126,11 +136,13 @@ def main():
                     m0 = batch_messages(metrics_port) if metrics_port else 0
                     s0, c0, t0 = context_switches(proc.pid), srv.cpu_seconds(proc.pid), time.time()
                     p50 = None
-                    if what == "redis":
+                    if name == "redis":
+                        clients, depth = what
+                        # Unpipelined Redis answers ~10x fewer a second: fewer ops, similar time.
+                        ops = REDIS_OPS if depth > 1 else REDIS_OPS // 10
                         run(["redis-benchmark", "-p", str(port), "-t", "get", "-n",
-                             str(REDIS_OPS), "-r", str(KEYS), "-d", str(VALUE_BYTES), "-c", "16",
-                             "-P", "16", "-q"])
-                        ops = REDIS_OPS
+                             str(ops), "-r", str(KEYS), "-d", str(VALUE_BYTES), "-c",
+                             str(clients), "-P", str(depth), "-q"])
                     elif what == "ghz":
                         text = run([ghz, "--insecure", "--call", "furrballs.v1.Cache/Get",
                                     "-d", json.dumps({"key": "azE="}), "--concurrency", "16",
@@ -202,6 +214,27 @@ def report(rows, names, rounds):
             "%.2f" % med(r.get("switches_per_msg") for r in rs) if "ops_per_msg" in rs[0] else "–",
             med(r["ops_per_s"] for r in rs),
             "%.0f" % med(r["p50_us"] for r in rs) if rs[0]["p50_us"] is not None else "–"))
+
+    redis_cells = list(dict.fromkeys(r["cell"] for r in rows if r["config"] == "redis"))
+    if not redis_cells:
+        return
+    print("\nServer CPU per key op against each Redis cell: median of the per-round ratios [range].")
+    print("\n| config | cell | ÷ %s |" % " | ÷ ".join(redis_cells))
+    print("|---|---|%s" % ("---:|" * len(redis_cells)))
+    for name, cell in dict.fromkeys((r["config"], r["cell"]) for r in rows if r["config"] != "redis"):
+        cols = []
+        for rc in redis_cells:
+            ratios = []
+            for rnd in range(rounds):
+                a = [r["us_per_op"] for r in rows
+                     if r["round"] == rnd and r["config"] == name and r["cell"] == cell]
+                b = [r["us_per_op"] for r in rows
+                     if r["round"] == rnd and r["config"] == "redis" and r["cell"] == rc]
+                if a and b:
+                    ratios.append(a[0] / b[0])
+            cols.append("%.2f [%.2f–%.2f]" % (med(ratios), min(ratios), max(ratios))
+                        if ratios else "–")
+        print("| %s | %s | %s |" % (name, cell, " | ".join(cols)))
 
 
 if __name__ == "__main__":
