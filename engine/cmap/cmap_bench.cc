@@ -472,8 +472,14 @@ void RegisterAll() {
   const std::pair<Dist, const char*> dists[] = {{Dist::kUniform, "uniform"},
                                                 {Dist::kZipf, "zipf"}};
   for (size_t n : {size_t{100000}, size_t{1000000}}) {
-    for (const auto& [op, op_name] : ops) {
-      for (const auto& [dist, dist_name] : dists) {
+    // Pairs, not structured bindings: the lambda below captures them, which
+    // clang 14 (the fuzz and -Wthread-safety builds) refuses for bindings.
+    for (const auto& op_pair : ops) {
+      for (const auto& dist_pair : dists) {
+        const Op op = op_pair.first;
+        const char* const op_name = op_pair.second;
+        const Dist dist = dist_pair.first;
+        const char* const dist_name = dist_pair.second;
         const std::string suffix = "/" + SizeName(n) + "/" + dist_name;
         const auto reg = [&](const char* map_name, auto fn) {
           benchmark::RegisterBenchmark(

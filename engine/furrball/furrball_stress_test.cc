@@ -54,7 +54,10 @@ using Param = std::tuple<int /*nodes*/, RoutingPolicy>;
 class FurrBallStressTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(FurrBallStressTest, SelfValidatingValuesUnderConcurrency) {
-  const auto [nodes, routing] = GetParam();
+  // Not a structured binding: lambdas below capture these, which clang 14
+  // (the fuzz and -Wthread-safety builds) refuses for bindings.
+  const int nodes = std::get<0>(GetParam());
+  const RoutingPolicy routing = std::get<1>(GetParam());
   ManualClock clock;
   FurrBallOptions o;
   o.node_count = nodes;
