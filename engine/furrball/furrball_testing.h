@@ -56,8 +56,8 @@ struct EngineTestHooks {
 void SetEngineTestHooksForTesting(const EngineTestHooks* hooks);
 
 // The node holding key `h` and the address of its entry (entry.h: header,
-// key, value) in one of that node's value pages; node -1 and no address if
-// the key is not resident. Exists for tests/numa_guest, which asks the
+// key, value; for a value stored in chunks, its head's) in one of that
+// node's value pages; node -1 and no address if the key is not resident. Exists for tests/numa_guest, which asks the
 // kernel (move_pages) which NUMA node a key's bytes are really on after the
 // key moved to its reader's node: nothing else names an entry's address,
 // and the request path has no use for one. Runs under the key's write lock,
