@@ -8,8 +8,9 @@
 //
 //   numa_guest_migrate_probe --routing=round_robin|thread_local [--keys=N]
 //
-// Thread safety: one writer thread and then one reader thread, each pinned
-// to a node and joined before the next step; everything else runs on main.
+// Thread safety: one writer thread and then one reader thread at a time,
+// each pinned to a node and joined before the next step; everything else
+// runs on main.
 //
 // What it does, on every node of the guest's real topology:
 //   1. a thread pinned to the first node writes N keys of 64-byte values
@@ -17,21 +18,24 @@
 //      node in turn);
 //   2. every key's entry (LocateEntryForTesting) is on the node the engine
 //      says holds it, per move_pages(2) in query mode;
-//   3. a thread pinned to the last node reads every key, round after round,
-//      until the engine's migration counter (migrations_in, summed over the
-//      nodes) says every key that started elsewhere has moved, or
-//      kMaxRounds (no sleeping: the rounds themselves are the clock);
-//   4. every key again: a key now held by another node than in step 2
-//      moved, and its entry's page must be on the reader's node; a key
-//      that did not move must still be on its writer's node. The number of
-//      keys that changed node must equal the engine's migration count, and
-//      at least half of the keys that started elsewhere must have moved.
+//   3. phase 1: a thread pinned to the last node reads every key, round
+//      after round, until the engine's migration counter (migrations_in,
+//      summed over the nodes) says every key held elsewhere has moved, or
+//      kMaxRounds (no sleeping: the rounds themselves are the clock); then
+//      every key again: a key now held by another node than before the
+//      phase moved, and its entry's page must be on the reader's node; a
+//      key that did not move must still be where it was. The keys that
+//      changed node must equal the engine's migration count, and at least
+//      half of the keys held elsewhere must have moved;
+//   4. phase 2: the same from a thread on a third node (the first one on a
+//      2-node guest), so that every key moves a second time.
 //
 // Output, prefixed like numa_guest_probe's so the host greps it:
 //
-//   NUMATIC_GUEST migrate_<routing> nodes=<ids> writer=<id> reader=<id>
-//       keys=<n> written=<keys per node> movable=<keys not on the reader>
-//       rounds=<r> migrations=<engine count> moved=<keys that changed node>
+//   NUMATIC_GUEST migrate_<routing> phase=<1|2> nodes=<ids> writer=<id>
+//       reader=<id> keys=<n> on=<keys per node before the phase>
+//       movable=<keys not on the reader> rounds=<r>
+//       migrations=<engine count> moved=<keys that changed node>
 //       checked=<keys asked about> misplaced=<pages not where expected>
 //       missing=<keys not found>
 //   NUMATIC_GUEST_FAILURE migrate_<routing> <what>   (the first few)
@@ -58,9 +62,10 @@ namespace {
 
 constexpr size_t kValueBytes = 64;
 // The policy moves a key after 8 sampled remote reads, one Get in 16
-// sampled (migrate_policy.h): ~128 reads of each key. Four times that
-// before giving up.
-constexpr int kMaxRounds = 512;
+// sampled (migrate_policy.h): ~128 reads of each key; a key that moved
+// once arrives with 8 local samples and needs 16 remote ones to move again
+// (~256 reads). Four times that before giving up.
+constexpr int kMaxRounds = 1024;
 // Failures printed one per line; the rest are only counted.
 constexpr int kMaxFailureLines = 10;
 
@@ -107,61 +112,25 @@ class MigrateProbe {
       return Finish();
     }
     writer_ = ids.front();
-    reader_ = ids.back();
 
     Write(ball);
     // Where each key was written, by the engine's account and the kernel's.
     const std::vector<EntryPlacement> written = Locate(ball);
-    std::vector<int> start(keys_, -1);
-    std::vector<int> written_per_node(ids.size(), 0);
+    std::vector<int> nodes(keys_, -1);
     for (int i = 0; i < keys_; ++i) {
-      start[i] = written[i].node;
-      const int index = ball.router().IndexOf(start[i]);
-      if (index >= 0) ++written_per_node[index];
-      if (routing == RoutingPolicy::kThreadLocal && start[i] != writer_) {
-        Fail(absl::StrCat(KeyOf(i), " was written on node ", start[i],
+      nodes[i] = written[i].node;
+      if (routing == RoutingPolicy::kThreadLocal && nodes[i] != writer_) {
+        Fail(absl::StrCat(KeyOf(i), " was written on node ", nodes[i],
                           ", not on the writer's node ", writer_));
       }
     }
-    CheckPages(written, start, "after the writes");
-    int movable = 0;
-    for (int node : start) movable += node >= 0 && node != reader_;
+    CheckPages(written, nodes, "after the writes");
 
-    const int rounds = ReadUntilMoved(ball, movable);
-    const uint64_t migrations = MigrationsIn(ball);
-
-    // Where each key is now: moved keys on the reader's node, the others
-    // where they were written.
-    const std::vector<EntryPlacement> now = Locate(ball);
-    std::vector<int> expected(keys_, -1);
-    int moved = 0;
-    for (int i = 0; i < keys_; ++i) {
-      if (now[i].node >= 0 && now[i].node != start[i]) {
-        ++moved;
-        expected[i] = reader_;
-      } else {
-        expected[i] = start[i];
-      }
-    }
-    const int misplaced = CheckPages(now, expected, "after the reads");
-    if (static_cast<uint64_t>(moved) != migrations) {
-      Fail(absl::StrCat(moved, " keys changed node but the engine counted ",
-                        migrations, " migrations"));
-    }
-    if (2 * moved < movable) {
-      Fail(absl::StrCat("only ", moved, " of the ", movable,
-                        " keys written off the reader's node moved in ",
-                        rounds, " rounds"));
-    }
-
-    std::printf(
-        "NUMATIC_GUEST %s nodes=%s writer=%d reader=%d keys=%d written=%s "
-        "movable=%d rounds=%d migrations=%llu moved=%d checked=%d "
-        "misplaced=%d missing=%d\n",
-        label_.c_str(), FormatIdList(ids).c_str(), writer_, reader_, keys_,
-        absl::StrJoin(written_per_node, ",").c_str(), movable, rounds,
-        static_cast<unsigned long long>(migrations), moved, checked_,
-        misplaced, missing_);
+    // Phase 1 gathers every key on the last node; phase 2 moves them all
+    // once more, to a node that is neither (the writer's on 2 nodes), so
+    // that a key's second move is checked too.
+    RunPhase(ball, 1, ids.back(), &nodes);
+    RunPhase(ball, 2, ids.size() > 2 ? ids[1] : ids[0], &nodes);
     return Finish();
   }
 
@@ -207,17 +176,67 @@ class MigrateProbe {
     });
   }
 
-  // Reads every key from the reader's node, round after round, until the
-  // engine has counted `movable` migrations. Each round starts one key
-  // later: the policy samples every 16th Get of a thread, so with a key
-  // count that is a multiple of 16 a fixed order would sample the same
+  // Reads every key from `reader`'s node until the keys held elsewhere
+  // (*nodes: each key's node before the phase) have moved there, then
+  // checks where every key is: a key the engine now holds on another node
+  // must be on the reader's, in the kernel's view too, any other key where
+  // it was. Prints the phase's figures and updates *nodes.
+  void RunPhase(FurrBall& ball, int phase, int reader,
+                std::vector<int>* nodes) {
+    const std::vector<int>& ids = ball.router().ids();
+    std::vector<int> per_node(ids.size(), 0);
+    int movable = 0;
+    for (int node : *nodes) {
+      const int index = ball.router().IndexOf(node);
+      if (index >= 0) ++per_node[index];
+      movable += node >= 0 && node != reader;
+    }
+    const uint64_t before = MigrationsIn(ball);
+    const int rounds = ReadUntilMoved(ball, reader, before + movable);
+    const uint64_t migrations = MigrationsIn(ball) - before;
+
+    const std::vector<EntryPlacement> now = Locate(ball);
+    std::vector<int> expected = *nodes;
+    int moved = 0;
+    for (int i = 0; i < keys_; ++i) {
+      if (now[i].node >= 0 && now[i].node != (*nodes)[i]) {
+        ++moved;
+        expected[i] = reader;
+      }
+      (*nodes)[i] = now[i].node;
+    }
+    const std::string when = absl::StrCat("phase ", phase);
+    const int misplaced = CheckPages(now, expected, when.c_str());
+    if (static_cast<uint64_t>(moved) != migrations) {
+      Fail(absl::StrCat(when, ": ", moved,
+                        " keys changed node but the engine counted ",
+                        migrations, " migrations"));
+    }
+    if (2 * moved < movable) {
+      Fail(absl::StrCat(when, ": only ", moved, " of the ", movable,
+                        " keys held off node ", reader, " moved there in ",
+                        rounds, " rounds"));
+    }
+    std::printf(
+        "NUMATIC_GUEST %s phase=%d nodes=%s writer=%d reader=%d keys=%d "
+        "on=%s movable=%d rounds=%d migrations=%llu moved=%d checked=%d "
+        "misplaced=%d missing=%d\n",
+        label_.c_str(), phase, FormatIdList(ids).c_str(), writer_, reader,
+        keys_, absl::StrJoin(per_node, ",").c_str(), movable, rounds,
+        static_cast<unsigned long long>(migrations), moved, checked_,
+        misplaced, missing_);
+  }
+
+  // Reads every key from `reader`'s node, round after round, until the
+  // engine has counted `migrations` migrations in all. Each round starts
+  // one key later: the policy samples every 16th Get of a thread, so with a
+  // key count that is a multiple of 16 a fixed order would sample the same
   // sixteenth of the keys forever. Returns the rounds read.
-  int ReadUntilMoved(FurrBall& ball, int movable) {
+  int ReadUntilMoved(FurrBall& ball, int reader, uint64_t migrations) {
     int rounds = 0;
-    OnNode(ball, reader_, [&] {
+    OnNode(ball, reader, [&] {
       std::string value;
-      while (rounds < kMaxRounds &&
-             MigrationsIn(ball) < static_cast<uint64_t>(movable)) {
+      while (rounds < kMaxRounds && MigrationsIn(ball) < migrations) {
         for (int j = 0; j < keys_; ++j) {
           const int i = (j + rounds) % keys_;
           const GetResult r = ball.Get(KeyOf(i), &value);
@@ -277,7 +296,6 @@ class MigrateProbe {
   const std::string label_;
   const int keys_;
   int writer_ = -1;
-  int reader_ = -1;
   int failures_ = 0;
   // Of the last CheckPages.
   int checked_ = 0;

@@ -26,11 +26,12 @@
 # Then, with every node, numa_guest_migrate_probe once per search routing
 # (round_robin, thread_local): a FurrBall with migrate_to_readers, keys
 # written from a thread on the first node and read from one on the last
-# until they moved; every moved key's entry must be on the last node and
-# every other key on the node it was written on, per move_pages(2). The
-# host checks the probe's verdict and, from its figures line, that nothing
-# was misplaced or missing and that at least half the keys written off the
-# reader's node moved.
+# until they moved (phase 1), then from one on node 1 (node 0 on 2 nodes)
+# until they moved again (phase 2); after each phase every moved key's entry
+# must be on the reader's node and every other key where it was, per
+# move_pages(2). The host checks the probe's verdict and, from its figures
+# line per phase, that nothing was misplaced or missing and that at least
+# half the keys held off the reader's node moved.
 #
 # Writes one JUnit test case per check to $XML_OUTPUT_FILE when Bazel sets
 # it. Needs qemu-system-x86, linux-image-amd64, busybox-static and cpio.
@@ -263,33 +264,39 @@ expect_summary cpuset_summary cpuset \
 
 # The migration probes: their verdict, and their figures checked here too.
 check_migrate() {  # check_migrate ROUTING
-  local label="migrate_$1" line field value
+  local label="migrate_$1" phase reader line field value problems
   expect "${label}_result" "NUMATIC_GUEST_RESULT $label failures=0"
-  line=$(grep -m1 "^NUMATIC_GUEST $label " "$work/guest.log")
-  if [ -z "$line" ]; then
-    record "${label}_placement" fail "no figures line from the probe"
-    return
-  fi
-  declare -A got=()
-  for field in $line; do
-    [[ "$field" == *=* ]] && got[${field%%=*}]=${field#*=}
+  for phase in 1 2; do
+    # Phase 1 reads from the last node, phase 2 from node 1 (node 0 on a
+    # 2-node guest).
+    if [ "$phase" -eq 1 ]; then reader=$last; elif [ "$nodes" -gt 2 ]; then reader=1; else reader=0; fi
+    line=$(grep -m1 "^NUMATIC_GUEST $label phase=$phase " "$work/guest.log")
+    if [ -z "$line" ]; then
+      record "${label}_phase${phase}" fail "no figures line from the probe"
+      continue
+    fi
+    declare -A got=()
+    for field in $line; do
+      [[ "$field" == *=* ]] && got[${field%%=*}]=${field#*=}
+    done
+    problems=""
+    [ "${got[nodes]:-}" = "$online" ] || problems+="nodes=${got[nodes]:-?} (want $online); "
+    [ "${got[writer]:-}" = 0 ] || problems+="writer=${got[writer]:-?} (want 0); "
+    [ "${got[reader]:-}" = "$reader" ] || problems+="reader=${got[reader]:-?} (want $reader); "
+    [ "${got[checked]:-}" = "${got[keys]:-x}" ] || problems+="checked ${got[checked]:-?} of ${got[keys]:-?} keys; "
+    [ "${got[misplaced]:-}" = 0 ] || problems+="misplaced=${got[misplaced]:-?}; "
+    [ "${got[missing]:-}" = 0 ] || problems+="missing=${got[missing]:-?}; "
+    value=${got[movable]:-0}
+    if ! [ "$value" -gt 0 ] 2>/dev/null || ! [ $((2 * ${got[moved]:-0})) -ge "$value" ]; then
+      problems+="moved=${got[moved]:-?} of movable=$value (want at least half); "
+    fi
+    unset got
+    if [ -z "$problems" ]; then
+      record "${label}_phase${phase}" ok
+    else
+      record "${label}_phase${phase}" fail "${problems%; }; the guest printed: $line"
+    fi
   done
-  local problems=""
-  [ "${got[nodes]:-}" = "$online" ] || problems+="nodes=${got[nodes]:-?} (want $online); "
-  [ "${got[writer]:-}" = 0 ] || problems+="writer=${got[writer]:-?} (want 0); "
-  [ "${got[reader]:-}" = "$last" ] || problems+="reader=${got[reader]:-?} (want $last); "
-  [ "${got[checked]:-}" = "${got[keys]:-x}" ] || problems+="checked ${got[checked]:-?} of ${got[keys]:-?} keys; "
-  [ "${got[misplaced]:-}" = 0 ] || problems+="misplaced=${got[misplaced]:-?}; "
-  [ "${got[missing]:-}" = 0 ] || problems+="missing=${got[missing]:-?}; "
-  value=${got[movable]:-0}
-  if ! [ "$value" -gt 0 ] 2>/dev/null || ! [ $((2 * ${got[moved]:-0})) -ge "$value" ]; then
-    problems+="moved=${got[moved]:-?} of movable=$value (want at least half); "
-  fi
-  if [ -z "$problems" ]; then
-    record "${label}_placement" ok
-  else
-    record "${label}_placement" fail "${problems%; }; the guest printed: $line"
-  fi
 }
 check_migrate round_robin
 check_migrate thread_local
