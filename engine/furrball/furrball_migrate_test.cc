@@ -184,7 +184,7 @@ TEST_P(MigrateTest, KeysReadFromBothSidesDoNotPingPong) {
     for (int node : {0, 1}) {
       RunOnNode(*ball, node, [&] {
         std::string v;
-        for (int r = 0; r < SimpleMigratePolicy::kSamplePeriod; ++r) {
+        for (uint32_t r = 0; r < SimpleMigratePolicy::kSamplePeriod; ++r) {
           for (int i = 0; i < 20; ++i) {
             ASSERT_TRUE(ball->Get("both" + std::to_string(i), &v).found);
           }
@@ -199,7 +199,7 @@ TEST_P(MigrateTest, KeysReadFromBothSidesDoNotPingPong) {
     for (int node : {0, 1}) {
       RunOnNode(*ball, node, [&] {
         std::string v;
-        for (int r = 0; r < SimpleMigratePolicy::kSamplePeriod; ++r) {
+        for (uint32_t r = 0; r < SimpleMigratePolicy::kSamplePeriod; ++r) {
           for (int i = 0; i < 20; ++i) ball->Get("both" + std::to_string(i), &v);
         }
       });
