@@ -393,6 +393,16 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     return out;
   }
 
+  // LocateEntryForTesting (furrball_testing.h).
+  EntryPlacement LocateEntry(const HashPair& h) {
+    ParkingLockHolder l(KeyLockFor(h));
+    const int index = Locate(h);
+    if (index < 0) return {};
+    const uint8_t* entry = shards_[index]->EntryForTesting(h);
+    if (entry == nullptr) return {};
+    return {router_.IdOf(index), entry};
+  }
+
   size_t MetadataBytes() const override {
     // Everything this cache mapped on its nodes (Numatic counts each
     // mapping) minus the value pages themselves and the key tables that
@@ -559,6 +569,11 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
 };
 
 }  // namespace
+
+EntryPlacement LocateEntryForTesting(FurrBall& ball, const HashPair& h) {
+  // Open makes no other FurrBall.
+  return static_cast<FurrBallImpl&>(ball).LocateEntry(h);
+}
 
 absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
     const FurrBallOptions& options) {

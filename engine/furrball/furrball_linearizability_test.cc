@@ -9,8 +9,6 @@
 // else happens to the key while the others run, e.g. moving it between
 // nodes, and the same checker judges the result. Op counts are bounded and
 // nothing sleeps or is timed.
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -29,7 +27,6 @@
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
-#include "engine/furrball/node_thread_testing.h"
 #include "engine/furrball/register_history.h"
 #include "engine/furrball/sync.h"
 
@@ -304,19 +301,23 @@ TEST(FurrBallLinearizabilityHookTest, TheExtraThreadRunsUntilTheOthersStop) {
   EXPECT_GT(extra_ops.load(), 0);
 }
 
-// The key moves back and forth between the nodes (migrate_to_readers,
-// key_mover.h) while the scenario's readers, writers, deleter and clock run:
-// the extra thread starts one hammering reader per node, bound to it by its
-// CPUs. They take turns: the phase's node reads the key flat out, so that
-// its remote reads dominate and the key moves there, while the other node
-// reads it once per 16 of those reads and writes it (no TTL) when it finds
-// it gone, so that there is a key to move. Every op is recorded. The hammers run a
+// The key moves between the nodes (migrate_to_readers, key_mover.h) while
+// the scenario's readers, writers, deleter and clock run: the extra thread
+// starts one hammering reader per node, pinned to it
+// (FurrBall::PinCurrentThreadToNode, which also makes a thread of node 2 of
+// 4 on this 2-CPU machine node 2's, although it shares node 0's CPU). They
+// take turns, the phases going round the nodes: the phase's node reads the
+// key flat out, so that its remote reads dominate and the key moves there,
+// while every other node reads it once per 16 of those reads and writes it
+// (no TTL) when it finds it gone, so that there is a key to move. On 4
+// nodes the key therefore moves 0 -> 1 -> 2 -> 3 -> 0 and a scan can meet
+// it on any of three other shards. Every op is recorded. The hammers run a
 // fixed number of phases, also after the other threads are done: the
 // scenario's deletes and 10 ms TTLs leave a key little time to collect the
 // ~128 remote reads a move takes, and the moves after them are what keep
 // the count of moves from ever being zero.
 class FurrBallLinearizabilityMigrationTest
-    : public ::testing::TestWithParam<RoutingPolicy> {};
+    : public ::testing::TestWithParam<std::tuple<int, RoutingPolicy>> {};
 
 TEST_P(FurrBallLinearizabilityMigrationTest, TheKeyMovingBetweenNodesIsLinearizable) {
   constexpr uint64_t kPhaseReads = 300;
@@ -326,28 +327,26 @@ TEST_P(FurrBallLinearizabilityMigrationTest, TheKeyMovingBetweenNodesIsLineariza
   constexpr uint64_t kPhases = 48;
 #endif
   Scenario s;
-  s.nodes = 2;
-  s.routing = GetParam();
+  s.nodes = std::get<0>(GetParam());
+  s.routing = std::get<1>(GetParam());
   s.migrate_to_readers = true;
   // Widens the window a scan can fall into (probe one node, wait, probe
   // the other while the key moves the other way).
   s.remote_delay_ns = 2000;
   uint64_t moves = 0;
   s.extra = [&](ScenarioContext& ctx) {
-    const cpu_set_t cpus[2] = {furrball_testing::CpusOfNode(*ctx.ball, 0),
-                               furrball_testing::CpusOfNode(*ctx.ball, 1)};
+    const std::vector<int>& ids = ctx.ball->router().ids();
     std::atomic<uint64_t> reads{0};  // the phases' reads
     std::vector<std::thread> hammers;
-    for (int n = 0; n < 2; ++n) {
+    for (size_t n = 0; n < ids.size(); ++n) {
       hammers.emplace_back([&, n] {
-        // Before the thread's first call: the cache caches its node then.
-        sched_setaffinity(0, sizeof(cpus[n]), &cpus[n]);
-        Recorder r(ctx, /*thread=*/100 + n);
+        ASSERT_TRUE(ctx.ball->PinCurrentThreadToNode(ids[n]).ok());
+        Recorder r(ctx, /*thread=*/100 + static_cast<int>(n));
         uint64_t last = 0;
         for (;;) {
           const uint64_t done = reads.load(std::memory_order_relaxed);
           if (done >= kPhases * kPhaseReads) break;
-          if ((done / kPhaseReads) % 2 == static_cast<uint64_t>(n)) {
+          if ((done / kPhaseReads) % ids.size() == n) {
             reads.fetch_add(1, std::memory_order_relaxed);
             r.Get();
           } else if (done - last < 16) {
@@ -372,9 +371,11 @@ TEST_P(FurrBallLinearizabilityMigrationTest, TheKeyMovingBetweenNodesIsLineariza
   EXPECT_GE(moves, kPhases / 8) << "the scenario hardly tests moves";
 }
 
-INSTANTIATE_TEST_SUITE_P(SearchRoutings, FurrBallLinearizabilityMigrationTest,
-                         ::testing::Values(RoutingPolicy::kRoundRobin,
-                                           RoutingPolicy::kThreadLocal));
+INSTANTIATE_TEST_SUITE_P(
+    NodesAndRoutings, FurrBallLinearizabilityMigrationTest,
+    ::testing::Combine(::testing::Values(2, 4),
+                       ::testing::Values(RoutingPolicy::kRoundRobin,
+                                         RoutingPolicy::kThreadLocal)));
 
 // Broadcast-race Gets (key_locator.h) from a thread that is no node worker
 // (the bounded threads run on the workers, which never race), with and

@@ -1,7 +1,11 @@
 // Keys follow their readers (FurrBallOptions::migrate_to_readers,
 // key_mover.h) on 2 simulated nodes: a key read from the other node moves
 // there with its value, version and deadline; keys read from both sides do
-// not ping-pong; chunked values stay; the option's guards; no memory per key.
+// not ping-pong; chunked values stay; the option's guards; no memory per key;
+// LocateEntryForTesting names the moved entry (what the QEMU guest test asks
+// the kernel about).
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -11,6 +15,7 @@
 
 #include "engine/furrball/clock.h"
 #include "engine/furrball/furrball.h"
+#include "engine/furrball/furrball_testing.h"
 #include "engine/furrball/migrate_policy.h"
 #include "engine/furrball/node_thread_testing.h"
 #include "engine/numatic/error_status.h"
@@ -134,6 +139,38 @@ TEST_P(MigrateTest, AKeyReadFromTheOtherNodeMovesThereWithItsValueVersionAndTtl)
   EXPECT_EQ(s[home].live_keys, 0u);
 }
 
+// The accessor the QEMU guest test asks the kernel about (furrball_testing.h):
+// it names the node that holds the key and an address whose entry is the
+// key's (the entry's first word is the key's H1, entry.h), before and after
+// a move.
+TEST_P(MigrateTest, LocateEntryForTestingFollowsTheMove) {
+  std::unique_ptr<FurrBall> ball = MustOpen(MigrateOptions(GetParam()));
+  const HashPair h = ball->Hash("k");
+  EXPECT_EQ(LocateEntryForTesting(*ball, h).node, -1);
+  EXPECT_EQ(LocateEntryForTesting(*ball, h).entry, nullptr);
+  RunOnNode(*ball, 0, [&] { ASSERT_EQ(ball->Set("k", "v").error, Error::kOk); });
+  const int home = ball->Stats()[0].live_keys == 1 ? 0 : 1;
+  const auto first_word = [](const void* entry) {
+    uint64_t word = 0;
+    std::memcpy(&word, entry, sizeof(word));
+    return word;
+  };
+  const EntryPlacement before = LocateEntryForTesting(*ball, h);
+  EXPECT_EQ(before.node, home);
+  ASSERT_NE(before.entry, nullptr);
+  EXPECT_EQ(first_word(before.entry), h.h1);
+
+  const int reads =
+      SimpleMigratePolicy::kSamplePeriod * (SimpleMigratePolicy::kMoveRemote + 1);
+  ReadOn(*ball, 1 - home, "k", reads, "v");
+  ASSERT_EQ(Migrations(ball->Stats()), 1u);
+  const EntryPlacement after = LocateEntryForTesting(*ball, h);
+  EXPECT_EQ(after.node, 1 - home);
+  ASSERT_NE(after.entry, nullptr);
+  EXPECT_NE(after.entry, before.entry);
+  EXPECT_EQ(first_word(after.entry), h.h1);
+}
+
 TEST_P(MigrateTest, KeysReadFromBothSidesDoNotPingPong) {
   std::unique_ptr<FurrBall> ball = MustOpen(MigrateOptions(GetParam()));
   RunOnNode(*ball, 0, [&] {
@@ -147,7 +184,7 @@ TEST_P(MigrateTest, KeysReadFromBothSidesDoNotPingPong) {
     for (int node : {0, 1}) {
       RunOnNode(*ball, node, [&] {
         std::string v;
-        for (int r = 0; r < SimpleMigratePolicy::kSamplePeriod; ++r) {
+        for (uint32_t r = 0; r < SimpleMigratePolicy::kSamplePeriod; ++r) {
           for (int i = 0; i < 20; ++i) {
             ASSERT_TRUE(ball->Get("both" + std::to_string(i), &v).found);
           }
@@ -162,7 +199,7 @@ TEST_P(MigrateTest, KeysReadFromBothSidesDoNotPingPong) {
     for (int node : {0, 1}) {
       RunOnNode(*ball, node, [&] {
         std::string v;
-        for (int r = 0; r < SimpleMigratePolicy::kSamplePeriod; ++r) {
+        for (uint32_t r = 0; r < SimpleMigratePolicy::kSamplePeriod; ++r) {
           for (int i = 0; i < 20; ++i) ball->Get("both" + std::to_string(i), &v);
         }
       });

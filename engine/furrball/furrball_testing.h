@@ -1,9 +1,11 @@
 // engine/furrball/furrball_testing.h: fault injection for tests of
-// FurrBall::Open's all-or-nothing start-up (report §3.4), and pause points
-// for tests that need one particular interleaving.
+// FurrBall::Open's all-or-nothing start-up (report §3.4), pause points
+// for tests that need one particular interleaving, and where a key's bytes
+// are (LocateEntryForTesting).
 //
-// Thread safety: thread-safe (atomics); meant to be set by a test before
-// Open and reset after.
+// Thread safety: thread-safe (atomics, and the key's lock for
+// LocateEntryForTesting); the setters are meant to be called by a test
+// before Open and reset after.
 #ifndef FURRBALLS_ENGINE_FURRBALL_FURRBALL_TESTING_H_
 #define FURRBALLS_ENGINE_FURRBALL_FURRBALL_TESTING_H_
 
@@ -12,6 +14,8 @@
 #include "engine/common/hash_pair.h"
 
 namespace furrballs {
+
+class FurrBall;
 
 // Makes every later Open fail to build the shard of node `node` (as if the
 // node refused memory) while the other nodes build theirs; -1 turns it off.
@@ -50,6 +54,22 @@ struct EngineTestHooks {
 };
 // `hooks` must outlive its use; nullptr removes them.
 void SetEngineTestHooksForTesting(const EngineTestHooks* hooks);
+
+// The node holding key `h` and the address of its entry (entry.h: header,
+// key, value; for a value stored in chunks, its head's) in one of that
+// node's value pages; node -1 and no address if the key is not resident. Exists for tests/numa_guest, which asks the
+// kernel (move_pages) which NUMA node a key's bytes are really on after the
+// key moved to its reader's node: nothing else names an entry's address,
+// and the request path has no use for one. Runs under the key's write lock,
+// so no write or move of the key is in progress; the node's worker may
+// still relocate the entry within the node's pages afterwards, so the
+// address is good only for asking which node it is on. `ball` must come
+// from FurrBall::Open.
+struct EntryPlacement {
+  int node = -1;
+  const void* entry = nullptr;
+};
+EntryPlacement LocateEntryForTesting(FurrBall& ball, const HashPair& h);
 
 }  // namespace furrballs
 

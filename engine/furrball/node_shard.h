@@ -511,6 +511,12 @@ class NodeShard {
   // (marks if nothing is queued, then migrates up to `max_moves` keys).
   // Returns the number moved.
   int CompactColdKeysForTesting(int max_moves);
+  // Tests (LocateEntryForTesting): the address of resident key h's entry,
+  // nullptr if h is not resident here.
+  const uint8_t* EntryForTesting(const HashPair& h) const {
+    const std::optional<KeyMeta> m = arc_->Peek(h);
+    return m.has_value() ? pool_.EntryAt(m->page, m->offset()) : nullptr;
+  }
   // Tests: "" if every page's live word equals the capacities and count of
   // the entries some KeyMeta points at, and every KeyMeta points at an
   // entry of its key; else what is wrong. REQUIRES: no operation in flight.

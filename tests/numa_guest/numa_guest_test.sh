@@ -2,11 +2,12 @@
 # tests/numa_guest/numa_guest_test.sh: boots a real multi-node NUMA Linux
 # under QEMU (TCG) and checks Numatic inside it with numa_guest_probe.
 #
-#   numa_guest_test.sh --probe=PATH --nodes=N --cpus_per_node=C
+#   numa_guest_test.sh --probe=PATH --migrate_probe=PATH --nodes=N
+#       --cpus_per_node=C
 #
 # The guest is the host's Debian kernel plus an initramfs built here from
-# busybox (static), the probe and the shared libraries ldd names. Its /init
-# runs the probe three times:
+# busybox (static), the two probes and the shared libraries ldd names. Its
+# /init runs the probe three times:
 #   full     with every CPU and memory node;
 #   taskset  under `taskset -c <CPUs of the last node>`: only that node may
 #            remain, the others must be excluded and rejected;
@@ -22,18 +23,33 @@
 # cgroup). A guest that does not power off within
 # the timeout, a missing line or any mismatch fails the test.
 #
+# Then, with every node, numa_guest_migrate_probe once per search routing
+# (round_robin, thread_local): a FurrBall with migrate_to_readers, keys
+# written from a thread on the first node and read from one on the last
+# until they moved (phase 1), then from one on node 1 (node 0 on 2 nodes)
+# until they moved again (phase 2); after each phase every moved key's entry
+# must be on the reader's node and every other key where it was, per
+# move_pages(2). The host checks the probe's verdict and, from its figures
+# line per phase, that nothing was misplaced or missing and that at least
+# half the keys held off the reader's node moved.
+#
 # Writes one JUnit test case per check to $XML_OUTPUT_FILE when Bazel sets
 # it. Needs qemu-system-x86, linux-image-amd64, busybox-static and cpio.
 set -uo pipefail
 
 probe=""
+migrate_probe=""
 nodes=2
 cpus_per_node=1
 memory_mib=1024
-timeout_s=120
+# Only a hung guest should reach it: a 2-node guest that takes 20 s on a
+# quiet machine took 104 s at load 18 on the 2 shared cores (Bazel's medium
+# timeout, 300 s, is the next bound).
+timeout_s=240
 for arg in "$@"; do
   case "$arg" in
     --probe=*) probe=${arg#*=} ;;
+    --migrate_probe=*) migrate_probe=${arg#*=} ;;
     --nodes=*) nodes=${arg#*=} ;;
     --cpus_per_node=*) cpus_per_node=${arg#*=} ;;
     --memory_mib=*) memory_mib=${arg#*=} ;;
@@ -82,6 +98,8 @@ done
 busybox=$(command -v busybox) || die setup "busybox not found (install busybox-static)"
 ldd "$busybox" >/dev/null 2>&1 && die setup "$busybox is not static (install busybox-static)"
 [ -x "$probe" ] || die setup "probe binary '$probe' is missing"
+[ -x "$migrate_probe" ] ||
+  die setup "migrate probe binary '$migrate_probe' is missing"
 
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/numa_guest.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -92,15 +110,16 @@ for applet in sh mount cat echo mkdir poweroff taskset; do
   ln -s busybox "$root/bin/$applet"
 done
 cp -L "$probe" "$root/probe"
-# The dynamic loader must sit at the path compiled into the probe; every
+cp -L "$migrate_probe" "$root/migrate_probe"
+# The dynamic loader must sit at the path compiled into the probes; every
 # other library goes into one directory named by LD_LIBRARY_PATH, which
-# takes precedence over the probe's $ORIGIN-relative RUNPATH.
+# takes precedence over the probes' $ORIGIN-relative RUNPATH.
 while read -r lib; do
   case "$lib" in
     */ld-linux*) mkdir -p "$root$(dirname "$lib")"; cp -L "$lib" "$root$lib" ;;
     *) cp -L "$lib" "$root/lib/guest/" ;;
   esac
-done < <(ldd "$probe" | grep -o '/[^ ]*')
+done < <(ldd "$probe" "$migrate_probe" | grep -o '^[[:space:]].*/[^ ]*' | grep -o '/[^ ]*' | sort -u)
 
 last=$((nodes - 1))
 range() { [ "$1" -eq "$2" ] && echo "$1" || echo "$1-$2"; }
@@ -118,6 +137,8 @@ for node in /sys/devices/system/node/node*; do
   echo 2 > \$node/hugepages/hugepages-2048kB/nr_hugepages
 done
 /probe --label=full
+/migrate_probe --routing=round_robin
+/migrate_probe --routing=thread_local
 taskset -c $(node_cpus "$last") /probe --label=taskset
 if mount -t cgroup2 none /sys/fs/cgroup &&
    echo +cpuset > /sys/fs/cgroup/cgroup.subtree_control &&
@@ -240,6 +261,45 @@ expect_summary taskset_summary taskset \
 expect_summary cpuset_summary cpuset \
   "numa: serving node(s) 0 of $online online (node 0: CPUs $(node_cpus 0) ($cpus_per_node), " \
   "); allowed CPUs $all_cpus ($((nodes * cpus_per_node))), Mems_allowed 0; excluded $(excluded_list 1 "$last" "memory not allowed"); cgroup /mems0"
+
+# The migration probes: their verdict, and their figures checked here too.
+check_migrate() {  # check_migrate ROUTING
+  local label="migrate_$1" phase reader line field value problems
+  expect "${label}_result" "NUMATIC_GUEST_RESULT $label failures=0"
+  for phase in 1 2; do
+    # Phase 1 reads from the last node, phase 2 from node 1 (node 0 on a
+    # 2-node guest).
+    if [ "$phase" -eq 1 ]; then reader=$last; elif [ "$nodes" -gt 2 ]; then reader=1; else reader=0; fi
+    line=$(grep -m1 "^NUMATIC_GUEST $label phase=$phase " "$work/guest.log")
+    if [ -z "$line" ]; then
+      record "${label}_phase${phase}" fail "no figures line from the probe"
+      continue
+    fi
+    declare -A got=()
+    for field in $line; do
+      [[ "$field" == *=* ]] && got[${field%%=*}]=${field#*=}
+    done
+    problems=""
+    [ "${got[nodes]:-}" = "$online" ] || problems+="nodes=${got[nodes]:-?} (want $online); "
+    [ "${got[writer]:-}" = 0 ] || problems+="writer=${got[writer]:-?} (want 0); "
+    [ "${got[reader]:-}" = "$reader" ] || problems+="reader=${got[reader]:-?} (want $reader); "
+    [ "${got[checked]:-}" = "${got[keys]:-x}" ] || problems+="checked ${got[checked]:-?} of ${got[keys]:-?} keys; "
+    [ "${got[misplaced]:-}" = 0 ] || problems+="misplaced=${got[misplaced]:-?}; "
+    [ "${got[missing]:-}" = 0 ] || problems+="missing=${got[missing]:-?}; "
+    value=${got[movable]:-0}
+    if ! [ "$value" -gt 0 ] 2>/dev/null || ! [ $((2 * ${got[moved]:-0})) -ge "$value" ]; then
+      problems+="moved=${got[moved]:-?} of movable=$value (want at least half); "
+    fi
+    unset got
+    if [ -z "$problems" ]; then
+      record "${label}_phase${phase}" ok
+    else
+      record "${label}_phase${phase}" fail "${problems%; }; the guest printed: $line"
+    fi
+  done
+}
+check_migrate round_robin
+check_migrate thread_local
 
 if grep -q '^NUMATIC_GUEST_FAILURE' "$work/guest.log"; then
   record probe_self_checks fail "$(grep '^NUMATIC_GUEST_FAILURE' "$work/guest.log" | tr '\n' '|')"
