@@ -190,6 +190,12 @@ double ReadCpuSeconds(int pid) {
          static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+double ProcessCpuSeconds() {
+  timespec t;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return -1;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
 absl::StatusOr<CellResult> RunCell(const CellSpec& spec, BackendFactory factory) {
   const uint64_t records = spec.RecordCount();
   const int threads = spec.threads;

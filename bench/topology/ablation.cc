@@ -1,7 +1,6 @@
 #include "bench/topology/ablation.h"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -308,12 +307,12 @@ absl::StatusOr<AblationResult> RunAblationCell(const AblationCellSpec& spec) {
   loaded.wait();
   const LocalityCounters before = SumLocality(ball);
   result.migrations_warmup = before.migrations;
-  const double cpu_before = ReadCpuSeconds(getpid());
+  const double cpu_before = ProcessCpuSeconds();
   const std::chrono::steady_clock::time_point start =
       std::chrono::steady_clock::now();
   go.count_down();
   for (std::thread& w : workers) w.join();
-  const double cpu_after = ReadCpuSeconds(getpid());
+  const double cpu_after = ProcessCpuSeconds();
   const LocalityCounters after = SumLocality(ball);
 
   LatencyHistogram gets;
@@ -349,6 +348,10 @@ absl::StatusOr<AblationResult> RunAblationCell(const AblationCellSpec& spec) {
     // workers) over what the run threads could have had.
     result.cpu_share = (cpu_after - cpu_before) /
                        (std::min(threads, AllowedCpus()) * result.run_seconds);
+  }
+  if (result.gets + result.sets > 0) {
+    result.cpu_ns_per_op = (cpu_after - cpu_before) * 1e9 /
+                           static_cast<double>(result.gets + result.sets);
   }
   return result;
 }

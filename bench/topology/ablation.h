@@ -37,7 +37,8 @@
 // - Throughput: run-phase operations over the wall time from the common
 //   start to the last thread's end. CPU share: the run threads' CPU time
 //   over threads x wall time (below ~0.9 the machine's other load diluted
-//   the cell).
+//   the cell); CPU per operation: the process's CPU time over the run's
+//   operations.
 // - Locality: the engine's own counters over the run phase
 //   (NodeStatsSnapshot::hits_local / hits_remote / misses), so the local-hit
 //   share is what the cache did, not what the harness intended.
@@ -123,6 +124,11 @@ struct AblationResult {
   double run_seconds = 0;
   double ops_per_second = 0;
   double cpu_share = 0;
+  // The process's CPU time over the run's operations (ns): the run
+  // threads' and the node workers' (a race's probes run on the workers),
+  // so a row that shifts work to the workers pays here, and on a shared
+  // machine it moves less than a latency does.
+  double cpu_ns_per_op = 0;
 
   // Hits served on the reader's own node over all hits.
   double LocalHitShare() const;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/topology/run.sh OUT_DIR [--runs=N] [--service_runs=N]: every figure
 # of docs/topology.md, into OUT_DIR:
-#   engine.md, engine.csv       the ablation (//bench/topology:topology_bench)
-#   migrate.md, migrate.csv     its migration rows, with a warm-up
+#   engine.md, engine.csv       the ablation (//bench/topology:topology_bench),
+#                               every row, with a warm-up
 #   service-<delay>.md, .csv    the routes through gRPC
 #                               (//bench/service:service_bench) on a simulated
 #                               2-node server with <delay> ns of remote delay
@@ -13,7 +13,7 @@ set -euo pipefail
 out=${1:?usage: bench/topology/run.sh OUT_DIR [--runs=N] [--service_runs=N]}
 shift
 runs=5
-service_runs=3
+service_runs=5
 for arg in "$@"; do
   case "$arg" in
     --runs=*) runs=${arg#*=} ;;
@@ -37,24 +37,19 @@ log() { echo "$*" | tee -a "$out/run.txt"; }
 log "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' (with uncommitted changes)')"
 log "start $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# The routings and the Phase 4 search rows over the whole matrix; no
-# warm-up (nothing in these rows learns from reads).
-engine=("$bin/topology_bench" "--runs=$runs" "--warmup_ops_per_thread=0"
-  "--configs=hash,round_robin,thread_local,race,race_location_cache"
+# Every row of the ablation in the same runs, so that every ratio compares
+# rows of one run: the routings, both migration rows, round-robin's
+# defaults (location cache, kAuto) and the race rows, at 70 and 140 ns.
+# 1,000 keys per thread so that a 250,000-operation warm-up reads each key
+# about 240 times (the policy moves a key after 8 sampled remote reads,
+# one Get in 16 sampled); the same warm-up for every row.
+engine=("$bin/topology_bench" "--runs=$runs" "--delays=70,140"
+  "--keys_per_thread=1000" "--warmup_ops_per_thread=250000"
+  "--ops_per_thread=100000"
+  "--configs=hash,round_robin,thread_local,thread_local_migrate,round_robin_migrate,round_robin_defaults,race,race_location_cache"
   "--csv=$out/engine.csv")
 log "${engine[*]}"
 "${engine[@]}" >"$out/engine.md" 2>"$out/engine.log"
-# Migration against the same routings without it, placement load: 1,000
-# keys per thread so that a 250,000-operation warm-up reads each key about
-# 240 times (the policy moves a key after 8 sampled remote reads, one Get
-# in 16 sampled).
-migrate=("$bin/topology_bench" "--runs=$runs" "--delays=0,140"
-  "--workloads=placement" "--keys_per_thread=1000"
-  "--warmup_ops_per_thread=250000" "--ops_per_thread=200000"
-  "--configs=round_robin,round_robin_migrate,thread_local,thread_local_migrate"
-  "--csv=$out/migrate.csv")
-log "${migrate[*]}"
-"${migrate[@]}" >"$out/migrate.md" 2>"$out/migrate.log"
 log "engine done $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 for delay in 0 140; do
@@ -66,5 +61,6 @@ for delay in 0 140; do
     "--csv=$out/service-$delay.csv")
   log "${service[*]}"
   "${service[@]}" >"$out/service-$delay.md" 2>"$out/service-$delay.log"
+  log "service $delay done $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 log "end $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"

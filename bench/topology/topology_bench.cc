@@ -10,6 +10,7 @@
 // up (AblationResult::CheckCounts).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 #include <tuple>
@@ -95,6 +96,15 @@ T OrDefault(const absl::Flag<T>& flag, T normal, T quick) {
   return absl::GetFlag(FLAGS_quick) ? quick : normal;
 }
 
+// The 1, 5 and 15-minute load averages, as /proc/loadavg has them: the
+// machine is shared, and a run is read against the load it had.
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  if (!(in >> one >> five >> fifteen)) return "unknown";
+  return absl::StrCat(one, " ", five, " ", fifteen);
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -115,6 +125,7 @@ double MedianOf(const RunResults& runs, F field) {
 }
 
 void PrintReport(const AblationCellSpec& base, int runs,
+                 const std::vector<std::string>& loads,
                  const std::vector<Cell>& cells,
                  const std::vector<const AblationConfig*>& rows,
                  const Results& results) {
@@ -128,24 +139,28 @@ void PrintReport(const AblationCellSpec& base, int runs,
       static_cast<unsigned long long>(base.warmup_ops_per_thread),
       static_cast<unsigned long long>(base.ops_per_thread),
       base.read_share * 100, base.cross_share, runs);
+  std::printf("\nLoad average (1, 5, 15 min) at each run's start and end:\n\n");
+  for (size_t i = 0; i < loads.size(); ++i) {
+    std::printf("- run %zu: %s\n", i + 1, loads[i].c_str());
+  }
   for (const Cell& cell : cells) {
     std::printf("\n## %d nodes, remote delay %d ns, %s\n\n", cell.nodes,
                 cell.delay_ns, WorkloadName(cell.keys));
     std::printf(
         "| row | Get p50 ns | Get p99 ns | Get mean p1-p99 ns | Set p50 ns | "
-        "Mops/s | local hits | moved (warm-up + run) | cpu |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        "Mops/s | CPU ns/op | local hits | moved (warm-up + run) | cpu |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     const auto& by_row = results.at(cell.Key());
     for (const AblationConfig* row : rows) {
       if (row->apply == nullptr) {
-        std::printf("| %s | not landed yet: %s | | | | | | | |\n",
+        std::printf("| %s | not landed yet: %s | | | | | | | | |\n",
                     std::string(row->label).c_str(),
                     std::string(row->needs).c_str());
         continue;
       }
       const RunResults& r = by_row.at(row->name);
       std::printf(
-          "| %s | %.0f | %.0f | %.1f | %.0f | %.2f | %.1f%% | %.0f + %.0f | "
+          "| %s | %.0f | %.0f | %.1f | %.0f | %.2f | %.0f | %.1f%% | %.0f + %.0f | "
           "%.2f |\n",
           std::string(row->label).c_str(),
           MedianOf(r, [](const AblationResult& a) { return a.get_p50_ns; }),
@@ -156,6 +171,7 @@ void PrintReport(const AblationCellSpec& base, int runs,
           MedianOf(r, [](const AblationResult& a) { return a.set_p50_ns; }),
           MedianOf(r, [](const AblationResult& a) { return a.ops_per_second; }) /
               1e6,
+          MedianOf(r, [](const AblationResult& a) { return a.cpu_ns_per_op; }),
           100 * MedianOf(r, [](const AblationResult& a) {
             return a.LocalHitShare();
           }),
@@ -309,7 +325,7 @@ int Main(int argc, char** argv) {
                  "run,nodes,delay_ns,workload,row,get_p50_ns,get_p99_ns,"
                  "set_p50_ns,ops_per_s,gets,hits_local,hits_remote,misses,"
                  "sets,cpu_share,get_trimmed_mean_ns,migrations_warmup,"
-                 "migrations_run\n");
+                 "migrations_run,cpu_ns_per_op\n");
   }
 
   std::vector<Cell> cells;
@@ -323,7 +339,11 @@ int Main(int argc, char** argv) {
     if (row->apply != nullptr) landed.push_back(row);
   }
   Results results;
+  std::vector<std::string> loads;
   for (int run = 0; run < runs; ++run) {
+    const std::string load_at_start = LoadAverage();
+    std::fprintf(stderr, "run %d/%d start, load average %s\n", run + 1, runs,
+                 load_at_start.c_str());
     for (const Cell& cell : cells) {
       // Rows take turns within a cell, in an order rotated per run, so that
       // configurations are compared seconds apart and none always follows
@@ -346,17 +366,19 @@ int Main(int argc, char** argv) {
         }
         std::fprintf(stderr,
                      "run %d/%d  %d nodes %3d ns %-9s %-32s Get p50 %5llu ns "
-                     "p99 %6llu ns  %6.2f Mops/s  local %5.1f%%  cpu %.2f\n",
+                     "p99 %6llu ns  %6.2f Mops/s  %6.0f CPU ns/op  local "
+                     "%5.1f%%  cpu %.2f\n",
                      run + 1, runs, cell.nodes, cell.delay_ns,
                      WorkloadName(cell.keys), std::string(row->label).c_str(),
                      static_cast<unsigned long long>(r->get_p50_ns),
                      static_cast<unsigned long long>(r->get_p99_ns),
-                     r->ops_per_second / 1e6, 100 * r->LocalHitShare(),
+                     r->ops_per_second / 1e6, r->cpu_ns_per_op,
+                     100 * r->LocalHitShare(),
                      r->cpu_share);
         if (csv != nullptr) {
           std::fprintf(csv,
                        "%d,%d,%d,%s,%s,%llu,%llu,%llu,%.0f,%llu,%llu,%llu,%llu,"
-                       "%llu,%.3f,%.1f,%llu,%llu\n",
+                       "%llu,%.3f,%.1f,%llu,%llu,%.0f\n",
                        run + 1, cell.nodes, cell.delay_ns,
                        WorkloadName(cell.keys), std::string(row->name).c_str(),
                        static_cast<unsigned long long>(r->get_p50_ns),
@@ -370,15 +392,20 @@ int Main(int argc, char** argv) {
                        static_cast<unsigned long long>(r->sets), r->cpu_share,
                        r->get_trimmed_mean_ns,
                        static_cast<unsigned long long>(r->migrations_warmup),
-                       static_cast<unsigned long long>(r->migrations_run));
+                       static_cast<unsigned long long>(r->migrations_run),
+                       r->cpu_ns_per_op);
           std::fflush(csv);
         }
         results[cell.Key()][row->name].push_back(*r);
       }
     }
+    const std::string load_at_end = LoadAverage();
+    std::fprintf(stderr, "run %d/%d end, load average %s\n", run + 1, runs,
+                 load_at_end.c_str());
+    loads.push_back(absl::StrCat(load_at_start, " -> ", load_at_end));
   }
   if (csv != nullptr) std::fclose(csv);
-  PrintReport(base, runs, cells, rows, results);
+  PrintReport(base, runs, loads, cells, rows, results);
   return 0;
 }
 

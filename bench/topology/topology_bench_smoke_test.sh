@@ -14,6 +14,7 @@ for want in "## 2 nodes, remote delay 0 ns, placement" \
             "| hash |" "| round-robin |" "| thread-local |" \
             "| thread-local + migration |" "| thread-local + broadcast-race |" \
             "| thread-local + broadcast-race + location cache |" \
+            "| CPU ns/op |" "- run 1: " \
             "## The report's bar: round-robin Get p50 / thread-local Get p50"; do
   grep -qF -- "$want" "$out" || { echo "FAIL: report lacks: $want"; exit 1; }
 done

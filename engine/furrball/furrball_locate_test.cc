@@ -278,6 +278,40 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Bool()),
     ParamName);
 
+// A race's probe runs on the holder's own worker, but the hit is the
+// caller's: remote unless the caller is on the holder's node.
+TEST(RaceHitLocalityTest, AHitIsCountedAsTheCallerSeesIt) {
+  FurrBallOptions o = Options(
+      Param{2, RoutingPolicy::kThreadLocal, LocatePolicy::kRace, false});
+  absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  FurrBall& ball = **opened;
+  ASSERT_EQ(RunOnNode(ball, 1,
+                      [&] {
+                        ASSERT_EQ(ball.Set("key", "value").error, Error::kOk);
+                      }),
+            Error::kOk);
+  auto get_from_node = [&](int node) {
+    std::thread reader([&] {
+      ASSERT_TRUE(ball.PinCurrentThreadToNode(node).ok());
+      std::string value;
+      ASSERT_TRUE(ball.Get("key", &value).found);
+      EXPECT_EQ(value, "value");
+    });
+    reader.join();
+  };
+  get_from_node(0);
+  std::vector<NodeStatsSnapshot> stats = ball.Stats();
+  EXPECT_EQ(stats[1].race_wins, 1u);
+  EXPECT_EQ(stats[1].hits_remote, 1u);
+  EXPECT_EQ(stats[1].hits_local, 0u);
+  get_from_node(1);
+  stats = ball.Stats();
+  EXPECT_EQ(stats[1].hits_remote, 1u);
+  EXPECT_EQ(stats[1].hits_local, 1u);
+  EXPECT_EQ(stats[0].hits_local + stats[0].hits_remote, 0u);
+}
+
 TEST(LocationCachePlanTest, OnlySearchRoutingsPayForIt) {
   FurrBallOptions o = Options(
       Param{2, RoutingPolicy::kHash, LocatePolicy::kAuto, true});

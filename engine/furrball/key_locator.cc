@@ -56,10 +56,11 @@ KeyLocator::Costs KeyLocator::costs() const {
 }
 
 GetResult KeyLocator::ProbeAt(int index, const Lookup& q, int requester,
-                              std::string* value, EntryKind* kind) {
+                              std::string* value, EntryKind* kind,
+                              int hit_node) {
   return shards_[index]->Get(q.h, q.key, value, requester, *q.key_lock,
                              /*count_miss=*/false, q.read_disk, q.wanted,
-                             kind);
+                             kind, hit_node);
 }
 
 GetResult KeyLocator::Get(const Lookup& q, std::string* value,
@@ -154,14 +155,15 @@ GetResult KeyLocator::Race(const Lookup& q, int requester, int self,
   const SteadyTime::time_point start = SteadyTime::now();
   // Each probe runs as a local read of its node (on the node's worker, or
   // the caller's own node inline); only the winner's value crosses nodes,
-  // charged once below.
+  // charged once below. A hit is the caller's: local only when it is on
+  // the caller's node (requester), whichever thread probed.
   const RaceOutcome out = RunBroadcastGet(
       router_->count(), self,
       [this](int i, void (*job)(void*), void* context) {
         return jobs_[i]->Submit(job, context);
       },
       [&](int i, std::string* v, EntryKind* k) {
-        return ProbeAt(i, q, numatic_->GetCurrentNode(), v, k);
+        return ProbeAt(i, q, numatic_->GetCurrentNode(), v, k, requester);
       },
       value);
   shards_[self]->Count(Counter::kRaces);

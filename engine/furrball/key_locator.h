@@ -129,8 +129,9 @@ class KeyLocator {
   static constexpr uint32_t kScanSampleEvery = 16;
 
  private:
+  // hit_node: NodeShard::Get's (a race's probe on another node's worker).
   GetResult ProbeAt(int index, const Lookup& q, int requester,
-                    std::string* value, EntryKind* kind);
+                    std::string* value, EntryKind* kind, int hit_node = -1);
   GetResult Scan(const Lookup& q, int requester, int self, int skip,
                  std::string* value, EntryKind* kind, int* where);
   GetResult Race(const Lookup& q, int requester, int self,

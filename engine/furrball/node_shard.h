@@ -386,11 +386,14 @@ class NodeShard {
   // miss. `wanted` says which entry kinds count as the key (KindMatches:
   // kValue for a client's key, which also finds a chunked head; kChunk for
   // a chunk's internal key, whose reads count neither as hits nor as
-  // misses); *kind gets the kind of a hit.
+  // misses); *kind gets the kind of a hit. `hit_node`, when not -1, is the
+  // node a hit counts for instead of `requester`: a broadcast race probes
+  // on this node's own worker (requester = this node: a local read, no
+  // delay) for a caller on `hit_node`, whose hit it is (key_locator.h).
   GetResult Get(const HashPair& h, std::string_view key, std::string* value,
                 int requester, ParkingLock& key_lock, bool count_miss = true,
                 bool read_disk = true, EntryKind wanted = EntryKind::kValue,
-                EntryKind* kind = nullptr);
+                EntryKind* kind = nullptr, int hit_node = -1);
   // Whether the shard holds the key (live or expired); for search routing.
   bool Holds(const HashPair& h) const;
 

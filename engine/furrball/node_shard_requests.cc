@@ -41,7 +41,7 @@ bool SameEntry(const KeyMeta& a, const KeyMeta& b) {
 GetResult NodeShard::Get(const HashPair& h, std::string_view key,
                          std::string* value, int requester, ParkingLock& key_lock,
                          bool count_miss, bool read_disk, EntryKind wanted,
-                         EntryKind* kind) {
+                         EntryKind* kind, int hit_node) {
   numatic_->SimulateRemoteAccess(requester, config_.node);
   OperationClock clock(config_.clock);
   // Chunks are the engine's own entries: only client keys are counted.
@@ -108,8 +108,9 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
     value->clear();
     if (count_miss && counted) stats_.Add(Counter::kMisses);
   } else if (counted) {
-    stats_.Add(requester == config_.node ? Counter::kHitsLocal
-                                         : Counter::kHitsRemote);
+    const int reader = hit_node < 0 ? requester : hit_node;
+    stats_.Add(reader == config_.node ? Counter::kHitsLocal
+                                      : Counter::kHitsRemote);
   }
   return result;
 }
