@@ -485,6 +485,7 @@ void NodeShard::GrowKeyTableStep() {
       key_evictions_seen_ = evictions;
       load.free_pages = pool_.free_pages();
       load.retired_pages = pool_.retired_pages();
+      load.retired_tables = RetiredKeyTables();
       growth_to_ = KeyTableGrowthTo(plan, load, RefillTarget());
       if (growth_to_ == load.capacity) return;
       growth_ = Growth::kPaying;
@@ -499,7 +500,8 @@ void NodeShard::GrowKeyTableStep() {
   // new table is mapped.
   growth_from_ = arc_->capacity();
   const uint32_t need =
-      RetiredPagesFor(plan, KeyTableGrowthPeakBytes(growth_from_, growth_to_));
+      RetiredPagesFor(plan, KeyTableGrowthPeakBytes(growth_from_, growth_to_) +
+                                RetiredKeyTableBytes(RetiredKeyTables()));
   const uint32_t retired = pool_.retired_pages();
   if (need > retired) {
     const uint32_t got = RetirePages(need - retired);
@@ -524,6 +526,10 @@ void NodeShard::GrowKeyTableStep() {
   KeyTableStepForTesting();
 }
 
+uint32_t NodeShard::RetiredKeyTables() const {
+  return static_cast<uint32_t>(stats_.Sum(Counter::kKeyTableGrowths));
+}
+
 void NodeShard::KeyTableStepForTesting() const {
   if (const EngineTestHooks* t = TestHooks();
       t != nullptr && t->key_table_step != nullptr) {
@@ -535,7 +541,8 @@ void NodeShard::GiveBackUnneededPages() {
   const MemoryPlan& plan = config_.memory_plan;
   const uint32_t retired = pool_.retired_pages();
   const uint32_t need =
-      RetiredPagesFor(plan, KeyTableBytes(arc_->capacity()));
+      RetiredPagesFor(plan, KeyTableBytes(arc_->capacity()) +
+                                RetiredKeyTableBytes(RetiredKeyTables()));
   if (retired <= need) return;
   // No more than what is mapped now leaves room for: everything the node
   // mapped but its page block and the released tables, plus the pages in
