@@ -353,12 +353,17 @@ bool NodeShard::RelocateStaging() {
 }
 
 uint32_t NodeShard::RefillTarget() const {
-  // 1/16 of the pages in service, at least the relocation reserve plus
+  // 1/32 of the pages in service, at least the relocation reserve plus
   // one; with cold pages plus two, so that the refill starts while a COLD
-  // page can still be opened beyond the reserve.
+  // page can still be opened beyond the reserve. Every free page is memory
+  // that holds no data: with 1/16 (until 2026-11-24) the 55-57 pages of a
+  // 4 or 8 MiB node kept 3 free; 2 held 1-2 points more of the budget live
+  // there, 2-3 more at 128 and 256 MiB, with hit ratios as high
+  // (docs/memory_bench.md, "Small budgets at 80%"); 64 MiB (at most 32
+  // pages) keeps 2 either way.
   return std::max<uint32_t>(
       kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
-      pool_.pages_in_service() / 16);
+      pool_.pages_in_service() / 32);
 }
 
 bool NodeShard::RefillStep() {
