@@ -60,6 +60,24 @@ def wait_port(port, proc, timeout=30):
     raise RuntimeError("nothing listens on port %d after %d s" % (port, timeout))
 
 
+# Furrballs' last start-up line: it prints its configuration and memory plan
+# after the port accepts connections (service/main.cc), so a reader of its
+# log or its RSS must wait for this, not for the port alone.
+FURRBALLS_STARTED = "furrballs: serving "
+
+
+def wait_log_line(path, line, proc, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(path) as f:
+            if line in f.read():
+                return
+        if proc.poll() is not None:
+            raise RuntimeError("server exited with %s" % proc.returncode)
+        time.sleep(0.01)
+    raise RuntimeError("no %r in its log after %d s" % (line.strip(), timeout))
+
+
 def rss_bytes(pid):
     try:
         with open("/proc/%d/status" % pid) as f:
@@ -148,8 +166,11 @@ class Servers:
         """Starts `system` with a budget of memory_mb MiB; returns (address, pid).
 
         furrballs_flags come after the harness's own Furrballs flags, so they
-        can override them. A server that exits or does not listen raises
-        RuntimeError with the end of its log (logs/<system>-<tag>.log).
+        can override them. Furrballs counts as started once it also printed
+        its start-up lines (FURRBALLS_STARTED), so that what is read next
+        (its log, its idle RSS) is read after its start-up. A server that
+        exits or does not listen raises RuntimeError with the end of its
+        log (logs/<system>-<tag>.log).
         """
         port = free_port()
         log_path = os.path.join(self.out_dir, "logs", "%s-%s.log" % (system, tag))
@@ -182,6 +203,8 @@ class Servers:
         self.argv[system] = argv
         try:
             wait_port(port, proc)
+            if system == "furrballs":
+                wait_log_line(log_path, FURRBALLS_STARTED, proc)
         except RuntimeError as e:
             self.stop(system)
             with open(log_path) as f:

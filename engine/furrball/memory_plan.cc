@@ -14,27 +14,27 @@
 #include "engine/furrball/entry.h"
 #include "engine/furrball/key_meta.h"
 #include "engine/furrball/location_cache.h"
+#include "engine/furrball/node_job.h"
+#include "engine/furrball/node_stats.h"
 #include "engine/furrball/page_pool.h"
 #include "engine/numatic/error_status.h"
+#include "engine/numatic/numatic.h"
 
 namespace furrballs {
 namespace {
 
 using furrball_internal::EntryFootprint;
 using furrball_internal::LocationCache;
+using furrball_internal::NodeJob;
+using furrball_internal::NodeStats;
 using furrball_internal::PayloadSize;
 using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
 using furrball_internal::PagePool;
 
-// A shard's structures that do not scale with keys, rounded up: 1024 key
-// locks (64 KiB), statistics, PromoteBuf, the shard object and the page
-// rounding of each of their mappings; the NodeJob queue is added per task.
-// memory_plan_test checks the total against what a shard really maps.
-constexpr uint64_t kFixedNodeBytes = uint64_t{128} << 10;
-constexpr uint64_t kPerQueuedJobBytes = 16;
-// Per page: its metadata line, its free-list entry and rounding.
-constexpr uint64_t kPerPageBytes = 128;
+// The key table's arrays (CMap's control bytes and slots, ARC's arena,
+// key records and index), each its own mapping rounded up to an OS page.
+constexpr uint64_t kKeyTableMappings = 5;
 // The default page size is kept while a node gets kPagesAtDefaultSize of
 // them; a smaller share gets pages small enough for kPagesWanted. The
 // reclaimer's fixed needs (the free-page reserve, the open current,
@@ -78,10 +78,29 @@ uint64_t LargestFitting(uint64_t lo, uint64_t hi, Fits fits) {
   return lo;
 }
 
-uint64_t FixedBytes(const FurrBallOptions& o) {
-  return kFixedNodeBytes +
-         std::bit_ceil(std::max<uint64_t>(o.job_queue_capacity, 1)) *
-             kPerQueuedJobBytes;
+// What Numatic maps for an allocation of `bytes` on a node: a mapping of
+// its own, rounded up to the OS page.
+uint64_t Mapped(uint64_t bytes) {
+  const uint64_t os_page = GetPageSize();
+  return (bytes + os_page - 1) / os_page * os_page;
+}
+
+// A shard's structures that do not scale with key slots (NodeShard::Create,
+// NodeJob), as Numatic maps them: the shard object, statistics, key locks,
+// the cold-key window, the job queue, the metadata line and free-list entry
+// of each of `pages` pages (retired or not), and the page rounding of the
+// key table's arrays. memory_plan_test checks the sum against what an open
+// cache maps. (Until 2026-11-24 a rounded-up 128 KiB and 128 B a page: 48
+// KiB more than a 4 MiB node maps, most of a page there.)
+uint64_t FixedBytes(const FurrBallOptions& o, uint64_t pages,
+                    uint32_t key_locks) {
+  return Mapped(kShardObjectBytes) + Mapped(NodeStats::kBytes) +
+         Mapped(uint64_t{key_locks} * kKeyLockBytes) +
+         (o.spill_cold_pages ? Mapped(kColdWindowBytes) : 0) +
+         Mapped(NodeJob::QueueBytesFor(o.job_queue_capacity)) +
+         Mapped(pages * sizeof(furrball_internal::Page)) +
+         Mapped(pages * sizeof(uint32_t)) +
+         kKeyTableMappings * GetPageSize();
 }
 
 // The node's slice of the location cache for `keys` starting key slots;
@@ -92,7 +111,7 @@ uint64_t LocationCacheBytes(const FurrBallOptions& o, int node_count,
       node_count < 2 || node_count > LocationCache::kMaxNodes) {
     return 0;
   }
-  return LocationCache::BytesFor(keys);
+  return Mapped(LocationCache::BytesFor(keys));
 }
 
 // Two memtables of a sixteenth of the share each, 64 KiB (RocksDB's
@@ -156,6 +175,16 @@ uint64_t KeyTableGrowthPeakBytes(uint64_t from, uint64_t to) {
   return KeyTableBytes(to) + KeyTableBytes(from) / 4;
 }
 
+uint32_t KeyLocksFor(uint64_t keys) {
+  return static_cast<uint32_t>(std::clamp<uint64_t>(
+      std::bit_ceil(std::max<uint64_t>(keys, 1)) / 16, kMinKeyLocks,
+      kMaxKeyLocks));
+}
+
+uint64_t RetiredKeyTableBytes(uint32_t retired_tables) {
+  return uint64_t{retired_tables} * 2 * GetPageSize();
+}
+
 uint32_t RetiredPagesFor(const MemoryPlan& plan, uint64_t key_table_bytes) {
   const uint64_t need = plan.fixed_bytes + plan.spill_buffer_bytes +
                         key_table_bytes + plan.value_bytes();
@@ -175,11 +204,13 @@ uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
   const uint32_t used =
       in_service - std::min(in_service, load.free_pages);
   return GrowthTarget(plan, load.capacity,
-                      EntryPages{used, load.resident_keys}, keep_free);
+                      EntryPages{used, load.resident_keys}, keep_free,
+                      load.retired_tables);
 }
 
 uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
-                      const EntryPages& entries, uint32_t keep_free) {
+                      const EntryPages& entries, uint32_t keep_free,
+                      uint32_t retired_tables) {
   const uint64_t most =
       std::min<uint64_t>(uint64_t{keys} * 2, plan.key_ceiling);
   const uint64_t least = uint64_t{keys} + std::max<uint32_t>(keys / 16, 1);
@@ -195,8 +226,10 @@ uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
     return (uint64_t{entries.pages} * to + entries.keys - 1) / entries.keys;
   };
   auto fits = [&](uint64_t to) {
-    const uint32_t after = RetiredPagesFor(plan, KeyTableBytes(to));
-    return RetiredPagesFor(plan, KeyTableGrowthPeakBytes(keys, to)) <=
+    const uint32_t after = RetiredPagesFor(
+        plan, KeyTableBytes(to) + RetiredKeyTableBytes(retired_tables + 1));
+    return RetiredPagesFor(plan, KeyTableGrowthPeakBytes(keys, to) +
+                                     RetiredKeyTableBytes(retired_tables)) <=
                can_retire &&
            after <= plan.page_count &&
            plan.page_count - after >= entry_pages(to) + keep_free;
@@ -207,10 +240,11 @@ uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
 
 uint64_t MemoryBudgetForPages(const FurrBallOptions& o, int node_count,
                               uint32_t pages_per_node) {
-  const uint64_t rest = FixedBytes(o) + KeyTableBytes(o.max_keys_per_node) +
-                        LocationCacheBytes(o, node_count, o.max_keys_per_node) +
-                        uint64_t{pages_per_node} *
-                            (o.page_size_bytes + kPerPageBytes);
+  const uint64_t keys = o.max_keys_per_node;
+  const uint64_t rest = FixedBytes(o, pages_per_node, KeyLocksFor(keys)) +
+                        KeyTableBytes(keys) +
+                        LocationCacheBytes(o, node_count, keys) +
+                        uint64_t{pages_per_node} * o.page_size_bytes;
   // The spill buffers depend on the share they are part of: grow the share
   // until it holds them too (at most a few rounds).
   uint64_t share = rest;
@@ -237,21 +271,25 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
                        ? static_cast<uint32_t>(o.page_size_bytes)
                        : AutoPageSize(share);
   plan.spill_buffer_bytes = SpillBufferBytes(o, share);
-  const uint64_t page_cost = plan.page_size + kPerPageBytes;
-  const uint64_t min_pages_bytes = PagePool::kMinPages * page_cost;
-  const uint64_t fixed = FixedBytes(o);
-  const uint64_t overhead = fixed + plan.spill_buffer_bytes;
   // The key table and the location cache's slice, both sized by the key
   // slots a node starts with.
   auto key_bytes_for = [&](uint64_t k) {
     return KeyTableBytes(k) + LocationCacheBytes(o, node_count, k);
   };
-  if (share < overhead + min_pages_bytes + key_bytes_for(kMinKeys)) {
+  // Everything but the spill buffers that a node of `pages` pages and `k`
+  // starting key slots maps.
+  auto node_bytes = [&](uint64_t pages, uint64_t k) {
+    return FixedBytes(o, pages, KeyLocksFor(k)) + key_bytes_for(k) +
+           pages * plan.page_size;
+  };
+  const uint64_t least = plan.spill_buffer_bytes +
+                         node_bytes(PagePool::kMinPages, kMinKeys);
+  if (share < least) {
     return bad("memory budget of ", o.memory_budget_bytes, " bytes gives each of ",
                node_count, " nodes ", share, " bytes; a node needs at least ",
-               overhead + min_pages_bytes + key_bytes_for(kMinKeys), " (",
-               PagePool::kMinPages, " pages of ", plan.page_size,
-               " bytes, ", kMinKeys, " key slots, ", fixed >> 10,
+               least, " (", PagePool::kMinPages, " pages of ", plan.page_size,
+               " bytes, ", kMinKeys, " key slots, ",
+               FixedBytes(o, PagePool::kMinPages, KeyLocksFor(kMinKeys)) >> 10,
                " KiB of fixed structures",
                plan.spill_buffer_bytes != 0
                    ? absl::StrCat(", ", plan.spill_buffer_bytes >> 10,
@@ -263,9 +301,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
                                   kMinPageSize, ")")
                    : "");
   }
-  // What keys and pages share once the fixed costs and the minimum number
-  // of pages are taken.
-  const uint64_t room = share - overhead;
+  // What the fixed structures, keys and pages share.
+  const uint64_t room = share - plan.spill_buffer_bytes;
   const uint64_t max_keys_limit = MaxKeysLimit();
   uint64_t keys;
   if (o.max_keys_per_node != 0) {
@@ -273,7 +310,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
     if (keys > max_keys_limit) {
       return bad("max_keys_per_node = ", keys, " exceeds ", max_keys_limit);
     }
-    if (key_bytes_for(keys) + min_pages_bytes > room) {
+    if (node_bytes(PagePool::kMinPages, keys) > room) {
       return bad("max_keys_per_node = ", keys, " needs ", key_bytes_for(keys),
                  " bytes of key table, ARC and location cache per node, more "
                  "than a node's ",
@@ -282,39 +319,26 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
     }
   } else {
     // The most keys whose metadata and expected entries fit, and that leave
-    // the minimum number of pages. KeyBytes grows monotonically.
+    // the minimum number of pages. Both grow monotonically with k.
     const uint64_t entry =
         EntryFootprint(PayloadSize(0, std::max<uint64_t>(
                                          o.expected_entry_bytes, 1)));
     auto fits = [&](uint64_t k) {
-      const uint64_t key_bytes = key_bytes_for(k);
-      return key_bytes + min_pages_bytes <= room &&
-             key_bytes + k * entry <= room;
+      const uint64_t fixed = FixedBytes(o, PagePool::kMinPages, KeyLocksFor(k));
+      return node_bytes(PagePool::kMinPages, k) <= room &&
+             fixed + key_bytes_for(k) + k * entry <= room;
     };
     keys = LargestFitting(
         kMinKeys, std::min<uint64_t>(max_keys_limit, room / entry + 1), fits);
   }
   plan.max_keys = static_cast<uint32_t>(keys);
   plan.key_ceiling = plan.max_keys;
+  plan.key_locks = KeyLocksFor(keys);
   plan.location_cache_bytes = LocationCacheBytes(o, node_count, keys);
-  // From here on the location cache is a fixed cost: it does not grow.
-  const uint64_t room_left = room - plan.location_cache_bytes;
-  if (o.max_keys_per_node == 0) {
-    // The most keys the share could hold at all: every entry the smallest
-    // there is, and a growth to that count (its peak, KeyTableGrowthPeakBytes)
-    // leaving the fewest pages a pool works with.
-    const uint64_t smallest = SmallestEntryBytes();
-    auto holds = [&](uint64_t k) {
-      return KeyTableBytes(k) + k * smallest <= room_left &&
-             KeyTableGrowthPeakBytes(k / 2, k) + min_pages_bytes <= room_left;
-    };
-    plan.key_ceiling = static_cast<uint32_t>(LargestFitting(
-        keys, std::min<uint64_t>(max_keys_limit, room_left / smallest + 1),
-        holds));
-  }
-  plan.key_table_bytes = TableBytes(keys);
-  plan.arc_bytes = ArcBytes(keys);
-  const uint64_t pages = (room_left - KeyTableBytes(keys)) / page_cost;
+  // The most pages the rest of the share holds, each with its metadata.
+  const uint64_t pages = LargestFitting(
+      PagePool::kMinPages, room / plan.page_size,
+      [&](uint64_t p) { return node_bytes(p, keys) <= room; });
   if (pages > kMaxPagesPerNode) {
     // A KeyMeta names its page in kPageBits bits (key_meta.h).
     const uint64_t at_least =
@@ -331,7 +355,26 @@ absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& o,
   }
   plan.page_count = static_cast<uint32_t>(pages);
   plan.fixed_bytes =
-      fixed + pages * kPerPageBytes + plan.location_cache_bytes;
+      FixedBytes(o, pages, plan.key_locks) + plan.location_cache_bytes;
+  plan.key_table_bytes = TableBytes(keys);
+  plan.arc_bytes = ArcBytes(keys);
+  if (o.max_keys_per_node == 0) {
+    // The most keys the share could hold at all: every entry the smallest
+    // there is, and a growth to that count (its peak, KeyTableGrowthPeakBytes)
+    // leaving the fewest pages a pool works with. The fixed structures
+    // (every page's metadata line, the key locks, the location cache) stay
+    // as they are whatever the table grows to.
+    const uint64_t room_left = room - plan.fixed_bytes;
+    const uint64_t smallest = SmallestEntryBytes();
+    const uint64_t min_pages_bytes = PagePool::kMinPages * plan.page_size;
+    auto holds = [&](uint64_t k) {
+      return KeyTableBytes(k) + k * smallest <= room_left &&
+             KeyTableGrowthPeakBytes(k / 2, k) + min_pages_bytes <= room_left;
+    };
+    plan.key_ceiling = static_cast<uint32_t>(LargestFitting(
+        keys, std::min<uint64_t>(max_keys_limit, room_left / smallest + 1),
+        holds));
+  }
   return plan;
 }
 

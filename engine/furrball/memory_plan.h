@@ -9,8 +9,11 @@
 //
 //   fixed + key table + ARC + spill buffers + pages * page_size <= share
 //
-// ("fixed" includes the node's slice of the location cache, sized from
-// the key slots the node starts with: it does not grow with the table.)
+// ("fixed" is the shard's structures that do not grow with the table, each
+// counted as Numatic maps it, rounded up to the OS page: the shard object,
+// statistics, key locks, job queue, page metadata, the rounding of the key
+// table's arrays, and the node's slice of the location cache, sized from
+// the key slots the node starts with.)
 //
 // where the key table (CMap of KeyMeta) and ARC (arena and index, 2c keys
 // tracked for c cached) are sized by their own BytesFor functions, so the
@@ -70,6 +73,21 @@
 
 namespace furrballs {
 
+// The key write locks of a node (NodeShard::KeyLockFor): a power of two
+// between these, one per 16 key slots the node starts with. A lock only
+// serializes writers of keys that share it, so its count follows the
+// writers there can be at once, not the keys; 1024 locks (64 KiB) were 1.6%
+// of a 4 MiB budget (docs/memory_bench.md, "Small budgets at 80%").
+inline constexpr uint32_t kMinKeyLocks = 64;
+inline constexpr uint32_t kMaxKeyLocks = 1024;
+// One key lock: a ParkingLock alone on its cache line.
+inline constexpr uint64_t kKeyLockBytes = 64;
+// Upper bounds of two of a shard's fixed structures the plan cannot size
+// itself (node_shard.cc holds them to these with static_asserts): the
+// NodeShard object, and its cold-key window (spill_cold_pages only).
+inline constexpr uint64_t kShardObjectBytes = uint64_t{6} << 10;
+inline constexpr uint64_t kColdWindowBytes = uint64_t{20} << 10;
+
 // One node's share of the budget. Every node gets the same plan.
 struct MemoryPlan {
   uint64_t node_budget_bytes = 0;
@@ -85,6 +103,7 @@ struct MemoryPlan {
   uint64_t arc_bytes = 0;           // ARC arena + index, at max_keys
   uint64_t fixed_bytes = 0;         // key locks, page metadata, queue, ...
                                     // and the location cache's slice
+  uint32_t key_locks = kMaxKeyLocks;  // KeyLocksFor(max_keys)
   // This node's slice of the location cache (location_cache.h; part of
   // fixed_bytes): round-robin and thread-local routing with
   // FurrBallOptions::location_cache, else 0.
@@ -114,11 +133,28 @@ struct MemoryPlan {
 absl::StatusOr<MemoryPlan> PlanMemory(const FurrBallOptions& options,
                                       int node_count);
 
+// The key locks of a node that starts with `keys` key slots (kMinKeyLocks
+// above).
+uint32_t KeyLocksFor(uint64_t keys);
+
 // Bytes the key table (CMap and ARC's state) maps for `keys` slots, and
 // what it holds in memory at the worst moment of a growth from `from` to
 // `to` slots: the new table whole and a quarter of the old one (below).
 uint64_t KeyTableBytes(uint64_t keys);
 uint64_t KeyTableGrowthPeakBytes(uint64_t from, uint64_t to);
+
+// What the key tables a node's growths left behind still hold: a grown
+// table's old one stays mapped for readers that may still probe it
+// (resizable_cmap.h, "Released tables"), its whole pages given back, but
+// the partial last page of each of its two arrays stays (RawAllocator::
+// ReleaseMappedPages keeps a page it cannot prove is the range's alone):
+// two OS pages for each of `retired_tables`. (Found when the plan stopped
+// over-counting the fixed structures: at 64 MiB with 64-byte values a
+// growth chose a table that left 48 bytes of the share, which the three
+// retired tables' partial pages did not fit in, and the page that should
+// have come back after the growth never did: 18 pages in service instead
+// of 19.)
+uint64_t RetiredKeyTableBytes(uint32_t retired_tables);
 
 // The fewest pages a node on `plan` must have out of service while its key
 // table maps `key_table_bytes` (KeyTableBytes, or the growth peak), so that
@@ -143,8 +179,11 @@ struct EntryPages {
 // anyway, for a table that holds more of them for good once the growth
 // gives the pages it no longer needs back. With entries.keys = 0 the
 // entries take no pages: the most the share allows.
+// `retired_tables`: the tables earlier growths left (RetiredKeyTableBytes);
+// the growth adds one.
 uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
-                      const EntryPages& entries, uint32_t keep_free);
+                      const EntryPages& entries, uint32_t keep_free,
+                      uint32_t retired_tables = 0);
 
 // What a node's worker sees of its key table and pages when it decides.
 struct KeyTableLoad {
@@ -153,6 +192,7 @@ struct KeyTableLoad {
   bool evicted_for_keys = false;  // ARC evicted by key count since the last look
   uint32_t free_pages = 0;
   uint32_t retired_pages = 0;
+  uint32_t retired_tables = 0;    // growths so far (RetiredKeyTableBytes)
 };
 
 // The growth rule, looked at once a maintenance pass: a key table that is

@@ -28,8 +28,7 @@ NodeJob::NodeJob(const Numatic* numatic, const Options& options,
                  std::function<absl::Status()> init)
     : numatic_(numatic),
       options_(options),
-      ring_(std::bit_ceil(std::max<size_t>(options.queue_capacity, 1)),
-            resource) {
+      ring_(QueueSlotsFor(options.queue_capacity), resource) {
   thread_ = std::thread([this, init = std::move(init)]() mutable {
     Run(std::move(init));
   });

@@ -32,8 +32,10 @@
 #ifndef FURRBALLS_ENGINE_FURRBALL_NODE_JOB_H_
 #define FURRBALLS_ENGINE_FURRBALL_NODE_JOB_H_
 
-#include <cstddef>
+#include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory_resource>
@@ -107,6 +109,14 @@ class NodeJob {
   static bool OnWorkerThread();
 
   int node() const { return options_.node; }
+  // The ring a queue of `capacity` jobs allocates: capacity rounded up to a
+  // power of two, one Task each (MemoryPlan counts it in the budget).
+  static size_t QueueSlotsFor(size_t capacity) {
+    return std::bit_ceil(std::max<size_t>(capacity, 1));
+  }
+  static size_t QueueBytesFor(size_t capacity) {
+    return QueueSlotsFor(capacity) * sizeof(Task);
+  }
   size_t queue_capacity() const { return ring_.size(); }
   size_t memory_bytes() const { return ring_.capacity() * sizeof(Task); }
 

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cassert>
 #include <memory>
 #include <new>
 #include <string>
@@ -117,8 +119,18 @@ NodeShard::NodeShard(const ShardConfig& config, const Numatic* numatic,
       pool_(static_cast<uint8_t*>(block.data), config.page_count,
             config.page_size, resource, config.spill_cold_pages),
       stats_(resource),
-      key_locks_(kKeyLocks, resource),
+      key_locks_(config.memory_plan.key_locks, resource),
+      key_lock_mask_(config.memory_plan.key_locks - 1),
       cold_keys_(resource) {
+  assert(std::has_single_bit(config.memory_plan.key_locks));
+  // The plan counts these in the budget (memory_plan.h).
+  static_assert(sizeof(NodeShard) <= kShardObjectBytes,
+                "the memory plan counts the shard object as kShardObjectBytes");
+  static_assert(sizeof(KeyLock) == kKeyLockBytes,
+                "the memory plan counts each key lock as kKeyLockBytes");
+  static_assert(kColdWindow * sizeof(ColdKey) <= kColdWindowBytes,
+                "the memory plan counts the cold-key window as "
+                "kColdWindowBytes");
   if (config.spill_cold_pages) {
     // Sized once: marking allocates nothing afterwards.
     MutexLock l(&reclaim_mu_);

@@ -370,7 +370,7 @@ class NodeShard {
 
   // The write lock of a key whose home is this node.
   ParkingLock& KeyLockFor(const HashPair& h) {
-    return key_locks_[h.h2 & (kKeyLocks - 1)].lock;
+    return key_locks_[h.h2 & key_lock_mask_].lock;
   }
 
   // ---- Request path ------------------------------------------------------
@@ -527,8 +527,6 @@ class NodeShard {
 
  private:
   using Arc = ConcurrentARC<KeyMeta>;
-  static constexpr size_t kKeyLocks = 1024;
-  static_assert((kKeyLocks & (kKeyLocks - 1)) == 0, "mask indexing");
   // Optimistic Get attempts before falling back to the key lock.
   static constexpr int kOptimisticReads = 8;
   // Versions an overwrite that reached the counter reserves (see
@@ -648,6 +646,9 @@ class NodeShard {
   }
   // Free pages the worker keeps for writers' bursts.
   uint32_t RefillTarget() const;
+  // Key tables this node's finished growths left behind (memory_plan.h,
+  // RetiredKeyTableBytes).
+  uint32_t RetiredKeyTables() const;
   // One step towards the free-page reserve: recycle, drain or evict. False
   // when the reserve is full or nothing more can be done this pass.
   bool RefillStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
@@ -771,7 +772,9 @@ class NodeShard {
   std::unique_ptr<Arc> arc_;  // set by Create, then immutable
   PagePool pool_;
   NodeStats stats_;
+  // MemoryPlan::key_locks of them, a power of two (mask indexing).
   std::pmr::vector<KeyLock> key_locks_;
+  const uint64_t key_lock_mask_;
 
   struct alignas(kCacheLineSize) VersionCounter {
     std::atomic<uint64_t> value;

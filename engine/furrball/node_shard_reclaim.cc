@@ -353,12 +353,17 @@ bool NodeShard::RelocateStaging() {
 }
 
 uint32_t NodeShard::RefillTarget() const {
-  // 1/16 of the pages in service, at least the relocation reserve plus
+  // 1/32 of the pages in service, at least the relocation reserve plus
   // one; with cold pages plus two, so that the refill starts while a COLD
-  // page can still be opened beyond the reserve.
+  // page can still be opened beyond the reserve. Every free page is memory
+  // that holds no data: with 1/16 (until 2026-11-24) the 55-57 pages of a
+  // 4 or 8 MiB node kept 3 free; 2 held 1-2 points more of the budget live
+  // there, 2-3 more at 128 and 256 MiB, with hit ratios as high
+  // (docs/memory_bench.md, "Small budgets at 80%"); 64 MiB (at most 32
+  // pages) keeps 2 either way.
   return std::max<uint32_t>(
       kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
-      pool_.pages_in_service() / 16);
+      pool_.pages_in_service() / 32);
 }
 
 bool NodeShard::RefillStep() {
@@ -485,6 +490,7 @@ void NodeShard::GrowKeyTableStep() {
       key_evictions_seen_ = evictions;
       load.free_pages = pool_.free_pages();
       load.retired_pages = pool_.retired_pages();
+      load.retired_tables = RetiredKeyTables();
       growth_to_ = KeyTableGrowthTo(plan, load, RefillTarget());
       if (growth_to_ == load.capacity) return;
       growth_ = Growth::kPaying;
@@ -499,7 +505,8 @@ void NodeShard::GrowKeyTableStep() {
   // new table is mapped.
   growth_from_ = arc_->capacity();
   const uint32_t need =
-      RetiredPagesFor(plan, KeyTableGrowthPeakBytes(growth_from_, growth_to_));
+      RetiredPagesFor(plan, KeyTableGrowthPeakBytes(growth_from_, growth_to_) +
+                                RetiredKeyTableBytes(RetiredKeyTables()));
   const uint32_t retired = pool_.retired_pages();
   if (need > retired) {
     const uint32_t got = RetirePages(need - retired);
@@ -524,6 +531,10 @@ void NodeShard::GrowKeyTableStep() {
   KeyTableStepForTesting();
 }
 
+uint32_t NodeShard::RetiredKeyTables() const {
+  return static_cast<uint32_t>(stats_.Sum(Counter::kKeyTableGrowths));
+}
+
 void NodeShard::KeyTableStepForTesting() const {
   if (const EngineTestHooks* t = TestHooks();
       t != nullptr && t->key_table_step != nullptr) {
@@ -535,7 +546,8 @@ void NodeShard::GiveBackUnneededPages() {
   const MemoryPlan& plan = config_.memory_plan;
   const uint32_t retired = pool_.retired_pages();
   const uint32_t need =
-      RetiredPagesFor(plan, KeyTableBytes(arc_->capacity()));
+      RetiredPagesFor(plan, KeyTableBytes(arc_->capacity()) +
+                                RetiredKeyTableBytes(RetiredKeyTables()));
   if (retired <= need) return;
   // No more than what is mapped now leaves room for: everything the node
   // mapped but its page block and the released tables, plus the pages in

@@ -96,6 +96,8 @@ size_t ThisThreadStatShard();
 class NodeStats {
  public:
   static constexpr size_t kShards = 16;
+  // What the counters allocate (MemoryPlan counts it in the budget).
+  static constexpr size_t kBytes = kShards * sizeof(StatShard);
 
   explicit NodeStats(std::pmr::memory_resource* resource)
       : shards_(kShards, resource) {}

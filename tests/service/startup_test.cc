@@ -75,7 +75,10 @@ class TooSmallBudgetTest : public ::testing::TestWithParam<BudgetCase> {};
 // per node. Without --spill these always exited with the reason; with it,
 // they died of SIGSEGV printing nothing. (Until values larger than a page's
 // share were chunked, 4, 6 and 8 MiB were refused too: the default 1 MiB
-// max_value_bytes needed 2 MiB pages; SmallBudgetTest now starts them.)
+// max_value_bytes needed 2 MiB pages; SmallBudgetTest now starts them.
+// Until the plan counted the fixed structures as a shard maps them,
+// 2026-11-24, 1 MiB on two nodes and 2 MiB on four with --spill were
+// refused as well: a node needs 515,096 bytes with the spill tier now.)
 TEST_P(TooSmallBudgetTest, ExitsNonZeroWithTheReason) {
   const std::string output = MustRefuse(Flags(TestDir(), GetParam().flags));
   EXPECT_NE(output.find("a node needs at least"), std::string::npos)
@@ -86,13 +89,13 @@ INSTANTIATE_TEST_SUITE_P(
     Budgets, TooSmallBudgetTest,
     ::testing::Values(
         BudgetCase{"Mb1FourNodes", {"--memory_mb=1", "--simulate_nodes=4"}},
-        BudgetCase{"Mb1TwoNodesSpill",
-                   {"--spill", "--memory_mb=1", "--simulate_nodes=2"}},
-        BudgetCase{"Mb1TwoNodesSpillNodeJob",
-                   {"--spill", "--memory_mb=1", "--simulate_nodes=2",
+        BudgetCase{"Mb1FourNodesSpill",
+                   {"--spill", "--memory_mb=1", "--simulate_nodes=4"}},
+        BudgetCase{"Mb1FourNodesSpillNodeJob",
+                   {"--spill", "--memory_mb=1", "--simulate_nodes=4",
                     "--dispatch=nodejob"}},
-        BudgetCase{"Mb2FourNodesSpill",
-                   {"--spill", "--memory_mb=2", "--simulate_nodes=4"}}),
+        BudgetCase{"Mb2EightNodesSpill",
+                   {"--spill", "--memory_mb=2", "--simulate_nodes=8"}}),
     [](const ::testing::TestParamInfo<BudgetCase>& info) {
       return std::string(info.param.name);
     });
