@@ -156,6 +156,22 @@ TEST(ArcIndexTest, FindsInsertedKeysAndMissesOthers) {
 // Keys sharing the high half of H2 share a home bucket, and keys sharing
 // the low half (the tag) compare equal on it; only the caller's check tells
 // them apart, even keys with one whole fingerprint.
+// FirstTagged (the promotion drain's prefetch hint) names the slot a Find
+// reaches first among those with the key's tag: the key's own slot when no
+// other key with its tag sits earlier in its cluster, and kArcNil when the
+// cluster has no such tag.
+TEST(ArcIndexTest, FirstTaggedNamesTheSlotAFindReachesFirst) {
+  Harness h(64);
+  for (uint64_t i = 0; i < 48; ++i) h.Insert(TraceKey(i));
+  for (uint64_t i = 0; i < 48; ++i) {
+    EXPECT_EQ(h.index().FirstTagged(TraceKey(i).h2), h.Find(TraceKey(i)))
+        << "key " << i;
+  }
+  for (uint64_t i = 48; i < 1000; ++i) {
+    EXPECT_EQ(h.index().FirstTagged(TraceKey(i).h2), kArcNil) << "key " << i;
+  }
+}
+
 TEST(ArcIndexTest, KeysWithTheSameTagCoexist) {
   Harness h(16);
   std::vector<HashPair> keys;

@@ -69,6 +69,7 @@
 #define FURRBALLS_ENGINE_ARC_CONCURRENT_ARC_H_
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -703,19 +704,44 @@ class ConcurrentARC {
           this->DrainLocked(mode);
         });
   }
+  // The queued hits are taken out first and applied after, in queue order.
+  // In between, the cache lines of their lookups and moves are brought in a
+  // step at a time for all of them (ArcFlatLists::PrefetchFindAndMove).
+  // Each hit is a chain of dependent misses (index bucket, arena slot, key
+  // record, then the slot's list neighbours), and applied one after
+  // another they made the drain 13% of a Get-only profile (YCSB-C in
+  // bench/engine), on the request path. Nothing changes ARC between the
+  // two loops (the lock is held, and a hit moves no key to another slot),
+  // so this applies exactly what draining hit by hit did.
   template <typename Mode>
   void DrainLocked(Mode mode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
     const ArcFlatLists<>& lists = policy_.lists();
-    promote_buf_.Drain([this, &lists, mode](const HashPair& h)
-                           ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    // 4 KiB of stack, left uninitialized (HashPair's initializers would
+    // zero it on every drain).
+    struct QueuedHit {
+      uint64_t h1, h2;
+    };
+    std::array<QueuedHit, PromoteBuf::kSlots> hits;
+    size_t n = 0;
+    promote_buf_.Drain([&hits, &n](const HashPair& h) {
+      hits[n++] = QueuedHit{h.h1, h.h2};
+    });
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < n; ++i) {
+        lists.PrefetchFindAndMove(HashPair{hits[i].h1, hits[i].h2}, step,
+                                  mode);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const HashPair h{hits[i].h1, hits[i].h2};
       const uint32_t slot = lists.Find(h, mode);
       if (slot == kArcNil || !IsResident(lists.list_of(slot, mode))) {
         Bump(counters_.promotions_stale);
-        return;
+        continue;
       }
       Bump(counters_.hits_applied);
       if (policy_.Hit(slot, mode)) PromotedLocked(h);
-    });
+    }
     counters_.promotions_dropped.store(promote_buf_.dropped(),
                                        std::memory_order_relaxed);
   }
