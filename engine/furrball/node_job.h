@@ -117,8 +117,13 @@ class NodeJob {
   static size_t QueueBytesFor(size_t capacity) {
     return QueueSlotsFor(capacity) * sizeof(Task);
   }
-  size_t queue_capacity() const { return ring_.size(); }
-  size_t memory_bytes() const { return ring_.capacity() * sizeof(Task); }
+  // From the options, which never change, not from ring_ (guarded by mu_:
+  // its size is fixed at construction, but clang's -Wthread-safety cannot
+  // know that).
+  size_t queue_capacity() const {
+    return QueueSlotsFor(options_.queue_capacity);
+  }
+  size_t memory_bytes() const { return QueueBytesFor(options_.queue_capacity); }
 
  private:
   struct Task {
