@@ -199,8 +199,11 @@ bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
   // A COLD page's survivors are still cold: they stay on COLD pages.
   const bool to_cold = config_.spill_cold_pages &&
                        PageState::Tier(frozen) == PageTier::kCold;
+  // The walk runs in this call, under the reclaim_mu_ its caller holds;
+  // clang's lock analysis does not follow a lock into a lambda.
   pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
-                                       const EntryHeader& header) {
+                                       const EntryHeader& header)
+                                       ABSL_NO_THREAD_SAFETY_ANALYSIS {
     const std::optional<KeyMeta> m = arc_->Peek(header.hash);
     if (!m.has_value() || !PointsAt(*m, page, offset, generation)) {
       return true;  // dead entry

@@ -79,8 +79,8 @@ constexpr bool IsFree(uint8_t ctrl) {
 static_assert(H2Short(~uint64_t{0}) == 0x7F,
               "H2Short must fit in 7 bits so OCCUPIED bytes have the sign bit "
               "clear and never equal a special value");
-static_assert((kCtrlEmpty & 0x80) && (kCtrlDeleted & 0x80) &&
-                  (kCtrlSentinel & 0x80),
+static_assert((kCtrlEmpty & 0x80) != 0 && (kCtrlDeleted & 0x80) != 0 &&
+                  (kCtrlSentinel & 0x80) != 0,
               "special bytes must have the sign bit set: IsOccupied and "
               "GroupSse2::MaskFree test the sign");
 static_assert(static_cast<int8_t>(kCtrlEmpty) < -1 &&
