@@ -27,8 +27,6 @@
 #include <utility>
 #include <vector>
 
-#include <sys/resource.h>
-
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/strings/numbers.h>
@@ -36,6 +34,7 @@
 
 #include "bench/engine/cycle_timer.h"
 #include "bench/engine/latency_histogram.h"
+#include "bench/engine/ycsb_runner.h"
 #include "engine/furrball/furrball.h"
 
 ABSL_FLAG(std::string, nodes, "2,4", "Simulated node counts.");
@@ -86,13 +85,9 @@ std::vector<int> Ints(const std::string& list) {
 
 std::string Key(int i) { return "key:" + std::to_string(i); }
 
-// User + system CPU time of the whole process, in ns.
-double ProcessCpuNs() {
-  rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  auto ns = [](const timeval& t) { return t.tv_sec * 1e9 + t.tv_usec * 1e3; };
-  return ns(u.ru_utime) + ns(u.ru_stime);
-}
+// User + system CPU time of the whole process, in ns (ycsb_runner.h's
+// clock, finer than getrusage's ticks).
+double ProcessCpuNs() { return ProcessCpuSeconds() * 1e9; }
 
 // One configuration's cache, its keys, and what its slices measured.
 struct Subject {
