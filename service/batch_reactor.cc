@@ -90,7 +90,7 @@ class BatchReactor final
     }
     Call* call = TakeCall();
     call->start = RequestStats::Clock::now();
-    if (!Flatten(request_, &call->request_bytes)) {
+    if (!FlattenMessage(request_, &call->request_bytes)) {
       request_.Clear();
       ReleaseCall(call);
       EndReads(BadFrame());
@@ -207,17 +207,6 @@ class BatchReactor final
       if (op.kind != OpView::Kind::kGet) return Access::kWrite;
     }
     return Access::kRead;
-  }
-
-  // Copies a frame's slices into one buffer so that views can point into it.
-  static bool Flatten(const grpc::ByteBuffer& frame, std::string* out) {
-    std::vector<grpc::Slice> slices;
-    if (!frame.Dump(&slices).ok()) return false;
-    out->clear();
-    for (const grpc::Slice& s : slices) {
-      out->append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-    return true;
   }
 
   // Frees a written Call's large buffers: they are charged only while its

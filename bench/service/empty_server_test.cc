@@ -1,6 +1,8 @@
 // Checks that the empty-handler service answers every furrballs.v1 RPC with
 // OK and a correctly shaped empty answer, in process and as the
-// //bench/service:empty_server binary.
+// //bench/service:empty_server binary, and that its Batch stream answers
+// every op of every message in order, through the generated stub and through
+// the shipped C++ client's automatic batching.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,9 +11,11 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <absl/synchronization/mutex.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include "bench/service/empty_service.h"
@@ -49,7 +53,8 @@ void ExpectServes(client::Client& client) {
 TEST(EmptyServiceTest, AnswersEveryRpc) {
   service::ServerOptions options;
   options.listen_address = "127.0.0.1:0";
-  EmptyCacheService service(options.stream_limits.max_pipeline_in_flight);
+  EmptyCacheService service(options.stream_limits.max_pipeline_in_flight,
+                            options.stream_limits.max_batch_ops);
   int port = 0;
   auto server = service::BuildGrpcServer(options, &service, &port);
   ASSERT_NE(server, nullptr);
@@ -62,7 +67,8 @@ TEST(EmptyServiceTest, PipelineEchoesIdsBeyondTheInFlightLimit) {
   service::ServerOptions options;
   options.listen_address = "127.0.0.1:0";
   // A small limit, so that reading pauses and resumes many times.
-  EmptyCacheService service(/*max_pipeline_in_flight=*/4);
+  EmptyCacheService service(/*max_pipeline_in_flight=*/4,
+                            options.stream_limits.max_batch_ops);
   int port = 0;
   auto server = service::BuildGrpcServer(options, &service, &port);
   ASSERT_NE(server, nullptr);
@@ -99,6 +105,126 @@ TEST(EmptyServiceTest, PipelineEchoesIdsBeyondTheInFlightLimit) {
   ASSERT_EQ(ids.size(), static_cast<size_t>(kOps));
   std::sort(ids.begin(), ids.end());
   EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end());
+  server->Shutdown();
+}
+
+TEST(EmptyServiceTest, BatchAnswersEveryOpInOrderAndRefusesTooManyOps) {
+  service::ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  EmptyCacheService service(options.stream_limits.max_pipeline_in_flight,
+                            /*max_batch_ops=*/8);
+  int port = 0;
+  auto server = service::BuildGrpcServer(options, &service, &port);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Cache::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  auto stream = stub->Batch(&ctx);
+
+  v1::BatchRequest mixed;
+  mixed.set_id(7);
+  mixed.add_ops()->mutable_get()->set_key("g");
+  mixed.add_ops()->mutable_set()->set_key("s");
+  mixed.add_ops()->mutable_delete_()->set_key("d");
+  mixed.add_ops()->mutable_touch()->set_key("t");
+  mixed.add_ops();  // no kind
+  for (int i = 0; i < mixed.ops_size(); ++i) mixed.mutable_ops(i)->set_id(i + 1);
+  ASSERT_TRUE(stream->Write(mixed));
+  v1::BatchResponse answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.id(), 7u);
+  EXPECT_EQ(answer.code(), 0);
+  ASSERT_EQ(answer.results_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(answer.results(i).id(), i + 1u);
+  EXPECT_TRUE(answer.results(0).get().found());
+  EXPECT_EQ(answer.results(0).get().value().size(),
+            EmptyCacheService::kValueBytes);
+  EXPECT_EQ(answer.results(1).set().version(), 1u);
+  EXPECT_TRUE(answer.results(2).delete_().deleted());
+  EXPECT_TRUE(answer.results(3).has_touch());
+  EXPECT_EQ(answer.results(4).code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(answer.results(4).result_case(),
+            v1::PipelineResponse::RESULT_NOT_SET);
+
+  v1::BatchRequest big;
+  big.set_id(8);
+  for (int i = 0; i < 9; ++i) big.add_ops()->mutable_get()->set_key("k");
+  ASSERT_TRUE(stream->Write(big));
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.id(), 8u);
+  EXPECT_EQ(answer.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(answer.message(),
+            "Batch: 9 operations, over the limit of 8 (--max_batch_ops)");
+  EXPECT_EQ(answer.results_size(), 0);
+
+  // The stream goes on after a refusal; many messages written ahead of the
+  // reads are each answered once, with their ids.
+  constexpr int kMessages = 100;
+  std::thread writer([&] {
+    for (int m = 0; m < kMessages; ++m) {
+      v1::BatchRequest request;
+      request.set_id(100 + m);
+      for (int i = 0; i < 8; ++i) request.add_ops()->mutable_get()->set_key("k");
+      if (!stream->Write(request)) return;
+    }
+    stream->WritesDone();
+  });
+  std::vector<bool> seen(kMessages);
+  int answers = 0;
+  while (stream->Read(&answer)) {
+    const uint64_t m = answer.id() - 100;
+    ASSERT_LT(m, uint64_t{kMessages});
+    EXPECT_FALSE(seen[m]);
+    seen[m] = true;
+    EXPECT_EQ(answer.results_size(), 8);
+    ++answers;
+  }
+  writer.join();
+  grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(answers, kMessages);
+  EXPECT_EQ(service.batch_messages(), uint64_t{kMessages} + 2);
+  server->Shutdown();
+}
+
+TEST(EmptyServiceTest, TheShippedClientBatchesAgainstIt) {
+  service::ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  EmptyCacheService service(options.stream_limits.max_pipeline_in_flight,
+                            options.stream_limits.max_batch_ops);
+  int port = 0;
+  auto server = service::BuildGrpcServer(options, &service, &port);
+  ASSERT_NE(server, nullptr);
+  {
+    client::ClientOptions client_options;
+    client_options.batch_lone_calls = true;  // every call in a Batch message
+    client_options.default_timeout = std::chrono::seconds(10);
+    client::Client client("127.0.0.1:" + std::to_string(port), client_options);
+    constexpr int kCallers = 8;
+    constexpr int kCalls = 200;
+    std::vector<int> good(kCallers);
+    std::vector<std::thread> callers;
+    for (int c = 0; c < kCallers; ++c) {
+      callers.emplace_back([&, c] {
+        for (int i = 0; i < kCalls; ++i) {
+          auto got = client.Get("k" + std::to_string(i));
+          if (got.ok() && got->has_value() &&
+              (*got)->value.size() == EmptyCacheService::kValueBytes) {
+            ++good[c];
+          }
+        }
+      });
+    }
+    for (std::thread& t : callers) t.join();
+    for (int c = 0; c < kCallers; ++c) EXPECT_EQ(good[c], kCalls) << c;
+    auto set = client.Set("k", "v");
+    ASSERT_TRUE(set.ok()) << set.status();
+    EXPECT_EQ(*set, 1u);
+    EXPECT_TRUE(client.Touch("k", 0).ok());
+    const uint64_t messages = service.batch_messages();
+    EXPECT_GE(messages, 2u);
+    EXPECT_LE(messages, uint64_t{kCallers * kCalls} + 2);
+  }  // the client closes its Batch stream, which Shutdown waits for
   server->Shutdown();
 }
 
