@@ -324,8 +324,8 @@ class BatchReactor final
     // Call never holds more than the budget.
     if (op->kind == OpKind::kGet && op->error == Error::kOk && op->get.found) {
       const size_t i = static_cast<size_t>(op - call->ops.data());
-      if (Status s = call->budget.TakeValue(&call->values[i],
-                                              absl::StrCat("Batch op ", i));
+      if (Status s = call->budget.TakeValue(
+              &call->values[i], [i] { return absl::StrCat("Batch op ", i); });
           !s.ok()) {
         call->rejected[i] = std::move(s);
       }
