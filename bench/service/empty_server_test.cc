@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -50,29 +52,48 @@ void ExpectServes(client::Client& client) {
   EXPECT_TRUE(client.Stats().ok());
 }
 
+// EmptyCacheService served in process on a free loopback port by
+// BuildGrpcServer, as empty_server serves it; shut down when destroyed (its
+// clients' streams must be closed by then).
+class InProcessServer {
+ public:
+  explicit InProcessServer(
+      size_t max_pipeline_in_flight = kDefaults.max_pipeline_in_flight,
+      size_t max_batch_ops = kDefaults.max_batch_ops)
+      : service_(max_pipeline_in_flight, max_batch_ops) {
+    service::ServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    server_ = service::BuildGrpcServer(options, &service_, &port_);
+  }
+  ~InProcessServer() {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  bool ok() const { return server_ != nullptr; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  const EmptyCacheService& service() const { return service_; }
+
+ private:
+  static inline const service::CacheService::StreamLimits kDefaults =
+      service::ServerOptions().stream_limits;
+
+  EmptyCacheService service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
 TEST(EmptyServiceTest, AnswersEveryRpc) {
-  service::ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  EmptyCacheService service(options.stream_limits.max_pipeline_in_flight,
-                            options.stream_limits.max_batch_ops);
-  int port = 0;
-  auto server = service::BuildGrpcServer(options, &service, &port);
-  ASSERT_NE(server, nullptr);
-  client::Client client("127.0.0.1:" + std::to_string(port));
+  InProcessServer server;
+  ASSERT_TRUE(server.ok());
+  client::Client client(server.address());
   ExpectServes(client);
-  server->Shutdown();
 }
 
 TEST(EmptyServiceTest, PipelineEchoesIdsBeyondTheInFlightLimit) {
-  service::ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
   // A small limit, so that reading pauses and resumes many times.
-  EmptyCacheService service(/*max_pipeline_in_flight=*/4,
-                            options.stream_limits.max_batch_ops);
-  int port = 0;
-  auto server = service::BuildGrpcServer(options, &service, &port);
-  ASSERT_NE(server, nullptr);
-  client::Client client("127.0.0.1:" + std::to_string(port));
+  InProcessServer server(/*max_pipeline_in_flight=*/4);
+  ASSERT_TRUE(server.ok());
+  client::Client client(server.address());
   constexpr int kOps = 1000;
   absl::Mutex mu;
   std::vector<uint64_t> ids;
@@ -105,19 +126,15 @@ TEST(EmptyServiceTest, PipelineEchoesIdsBeyondTheInFlightLimit) {
   ASSERT_EQ(ids.size(), static_cast<size_t>(kOps));
   std::sort(ids.begin(), ids.end());
   EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end());
-  server->Shutdown();
 }
 
 TEST(EmptyServiceTest, BatchAnswersEveryOpInOrderAndRefusesTooManyOps) {
-  service::ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  EmptyCacheService service(options.stream_limits.max_pipeline_in_flight,
-                            /*max_batch_ops=*/8);
-  int port = 0;
-  auto server = service::BuildGrpcServer(options, &service, &port);
-  ASSERT_NE(server, nullptr);
+  InProcessServer server(
+      service::ServerOptions().stream_limits.max_pipeline_in_flight,
+      /*max_batch_ops=*/8);
+  ASSERT_TRUE(server.ok());
   auto stub = v1::Cache::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+      server.address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   auto stream = stub->Batch(&ctx);
 
@@ -128,7 +145,9 @@ TEST(EmptyServiceTest, BatchAnswersEveryOpInOrderAndRefusesTooManyOps) {
   mixed.add_ops()->mutable_delete_()->set_key("d");
   mixed.add_ops()->mutable_touch()->set_key("t");
   mixed.add_ops();  // no kind
-  for (int i = 0; i < mixed.ops_size(); ++i) mixed.mutable_ops(i)->set_id(i + 1);
+  for (int i = 0; i < mixed.ops_size(); ++i) {
+    mixed.mutable_ops(i)->set_id(i + 1);
+  }
   ASSERT_TRUE(stream->Write(mixed));
   v1::BatchResponse answer;
   ASSERT_TRUE(stream->Read(&answer));
@@ -164,7 +183,9 @@ TEST(EmptyServiceTest, BatchAnswersEveryOpInOrderAndRefusesTooManyOps) {
     for (int m = 0; m < kMessages; ++m) {
       v1::BatchRequest request;
       request.set_id(100 + m);
-      for (int i = 0; i < 8; ++i) request.add_ops()->mutable_get()->set_key("k");
+      for (int i = 0; i < 8; ++i) {
+        request.add_ops()->mutable_get()->set_key("k");
+      }
       if (!stream->Write(request)) return;
     }
     stream->WritesDone();
@@ -183,49 +204,42 @@ TEST(EmptyServiceTest, BatchAnswersEveryOpInOrderAndRefusesTooManyOps) {
   grpc::Status status = stream->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(answers, kMessages);
-  EXPECT_EQ(service.batch_messages(), uint64_t{kMessages} + 2);
-  server->Shutdown();
+  EXPECT_EQ(server.service().batch_messages(), uint64_t{kMessages} + 2);
 }
 
 TEST(EmptyServiceTest, TheShippedClientBatchesAgainstIt) {
-  service::ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  EmptyCacheService service(options.stream_limits.max_pipeline_in_flight,
-                            options.stream_limits.max_batch_ops);
-  int port = 0;
-  auto server = service::BuildGrpcServer(options, &service, &port);
-  ASSERT_NE(server, nullptr);
-  {
-    client::ClientOptions client_options;
-    client_options.batch_lone_calls = true;  // every call in a Batch message
-    client_options.default_timeout = std::chrono::seconds(10);
-    client::Client client("127.0.0.1:" + std::to_string(port), client_options);
-    constexpr int kCallers = 8;
-    constexpr int kCalls = 200;
-    std::vector<int> good(kCallers);
-    std::vector<std::thread> callers;
-    for (int c = 0; c < kCallers; ++c) {
-      callers.emplace_back([&, c] {
-        for (int i = 0; i < kCalls; ++i) {
-          auto got = client.Get("k" + std::to_string(i));
-          if (got.ok() && got->has_value() &&
-              (*got)->value.size() == EmptyCacheService::kValueBytes) {
-            ++good[c];
-          }
+  InProcessServer server;
+  ASSERT_TRUE(server.ok());
+  client::ClientOptions client_options;
+  client_options.batch_lone_calls = true;  // every call in a Batch message
+  client_options.default_timeout = std::chrono::seconds(10);
+  // Destroyed before the server: it closes its Batch stream, which the
+  // server's Shutdown waits for.
+  client::Client client(server.address(), client_options);
+  constexpr int kCallers = 8;
+  constexpr int kCalls = 200;
+  std::vector<int> good(kCallers);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      for (int i = 0; i < kCalls; ++i) {
+        auto got = client.Get("k" + std::to_string(i));
+        if (got.ok() && got->has_value() &&
+            (*got)->value.size() == EmptyCacheService::kValueBytes) {
+          ++good[c];
         }
-      });
-    }
-    for (std::thread& t : callers) t.join();
-    for (int c = 0; c < kCallers; ++c) EXPECT_EQ(good[c], kCalls) << c;
-    auto set = client.Set("k", "v");
-    ASSERT_TRUE(set.ok()) << set.status();
-    EXPECT_EQ(*set, 1u);
-    EXPECT_TRUE(client.Touch("k", 0).ok());
-    const uint64_t messages = service.batch_messages();
-    EXPECT_GE(messages, 2u);
-    EXPECT_LE(messages, uint64_t{kCallers * kCalls} + 2);
-  }  // the client closes its Batch stream, which Shutdown waits for
-  server->Shutdown();
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int c = 0; c < kCallers; ++c) EXPECT_EQ(good[c], kCalls) << c;
+  auto set = client.Set("k", "v");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(*set, 1u);
+  EXPECT_TRUE(client.Touch("k", 0).ok());
+  const uint64_t messages = server.service().batch_messages();
+  EXPECT_GE(messages, 2u);
+  EXPECT_LE(messages, uint64_t{kCallers * kCalls} + 2);
 }
 
 TEST(EmptyServerBinaryTest, PrintsItsPortServesAndStopsOnSigterm) {
