@@ -158,7 +158,9 @@ void Dispatcher::SubmitBatch(CacheOp* const* ops, size_t n) {
     // messages, and what ran meanwhile has evicted the key table's lines.
     for (int step = 0; n > 1 && step < FurrBall::kPrefetchSteps; ++step) {
       for (size_t i = 0; i < n; ++i) {
-        if (ops[i]->kind == OpKind::kGet) engine_->PrefetchGet(ops[i]->hash, step);
+        if (ops[i]->kind == OpKind::kGet) {
+          engine_->PrefetchGet(ops[i]->hash, step);
+        }
       }
     }
     const CacheOp::Clock::time_point now = CacheOp::Clock::now();

@@ -792,7 +792,8 @@ void CMap<Value, GroupImpl>::Prefetch(const HashPair& h, int step) const {
     __builtin_prefetch(ctrl_ + base);
     return;
   }
-  for (uint32_t i : GroupImpl(ctrl_ + base).Match(cmap_internal::H2Short(h.h2))) {
+  const GroupImpl g(ctrl_ + base);
+  for (uint32_t i : g.Match(cmap_internal::H2Short(h.h2))) {
     __builtin_prefetch(&slots_[base + i].seq);
   }
 }
