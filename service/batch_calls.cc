@@ -71,7 +71,8 @@ struct MultiCall {
       if (op->error == Error::kOk && op->get.found) {
         const size_t i = static_cast<size_t>(op - call->ops.get());
         if (grpc::Status s = call->budget.TakeValue(
-                op->value_out, absl::StrCat(call->what, " item ", i));
+                op->value_out,
+                [call, i] { return absl::StrCat(call->what, " item ", i); });
             !s.ok()) {
           RequestCodec::EncodeItemStatus(
               s, call->results->Mutable(static_cast<int>(i)));

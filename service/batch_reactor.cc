@@ -90,7 +90,7 @@ class BatchReactor final
     }
     Call* call = TakeCall();
     call->start = RequestStats::Clock::now();
-    if (!Flatten(request_, &call->request_bytes)) {
+    if (!FlattenMessage(request_, &call->request_bytes)) {
       request_.Clear();
       ReleaseCall(call);
       EndReads(BadFrame());
@@ -209,17 +209,6 @@ class BatchReactor final
     return Access::kRead;
   }
 
-  // Copies a frame's slices into one buffer so that views can point into it.
-  static bool Flatten(const grpc::ByteBuffer& frame, std::string* out) {
-    std::vector<grpc::Slice> slices;
-    if (!frame.Dump(&slices).ok()) return false;
-    out->clear();
-    for (const grpc::Slice& s : slices) {
-      out->append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-    return true;
-  }
-
   // Frees a written Call's large buffers: they are charged only while its
   // message is in flight, and a stream keeps its Calls until it ends.
   static void Trim(Call* call) {
@@ -335,8 +324,8 @@ class BatchReactor final
     // Call never holds more than the budget.
     if (op->kind == OpKind::kGet && op->error == Error::kOk && op->get.found) {
       const size_t i = static_cast<size_t>(op - call->ops.data());
-      if (Status s = call->budget.TakeValue(&call->values[i],
-                                              absl::StrCat("Batch op ", i));
+      if (Status s = call->budget.TakeValue(
+              &call->values[i], [i] { return absl::StrCat("Batch op ", i); });
           !s.ok()) {
         call->rejected[i] = std::move(s);
       }

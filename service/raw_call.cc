@@ -1,7 +1,10 @@
 #include "service/raw_call.h"
 
+#include <vector>
+
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/slice.h>
 
 namespace furrballs::service {
 
@@ -12,6 +15,16 @@ bool ParseMessage(const grpc::ByteBuffer& bytes,
   // it, which a handler that was given it const must not do.)
   grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(&bytes));
   return reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
+}
+
+bool FlattenMessage(const grpc::ByteBuffer& bytes, std::string* out) {
+  std::vector<grpc::Slice> slices;
+  if (!bytes.Dump(&slices).ok()) return false;
+  out->clear();
+  for (const grpc::Slice& s : slices) {
+    out->append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return true;
 }
 
 grpc::Status SerializeMessage(const google::protobuf::MessageLite& message,

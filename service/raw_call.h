@@ -20,6 +20,7 @@
 #define FURRBALLS_SERVICE_RAW_CALL_H_
 
 #include <cstddef>
+#include <string>
 
 #include <google/protobuf/message_lite.h>
 #include <grpcpp/support/byte_buffer.h>
@@ -31,6 +32,11 @@ namespace furrballs::service {
 // Parses `bytes` as `message`; false if they are not a valid encoding of it.
 bool ParseMessage(const grpc::ByteBuffer& bytes,
                   google::protobuf::MessageLite* message);
+
+// Copies the slices of a message's `bytes` into `out` (cleared first, its
+// capacity kept) so that views can point into one buffer, as
+// service/batch_wire.h's parser wants; false if gRPC cannot read them.
+bool FlattenMessage(const grpc::ByteBuffer& bytes, std::string* out);
 
 // Replaces the contents of `bytes` with the encoding of `message`. Fails
 // (INTERNAL) only for a message over protobuf's 2 GiB limit.

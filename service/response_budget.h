@@ -50,14 +50,17 @@ class ResponseBudget {
   }
 
   // Takes a found value's bytes, or, when they do not fit, frees the value
-  // and returns the answer for its Get (`what` names it: "MultiGet item 3").
-  grpc::Status TakeValue(std::string* value, absl::string_view what) {
+  // and returns the answer for its Get. `name()` names the Get ("MultiGet
+  // item 3"); it is called only then, since formatting a name for every
+  // value that fits is work per op that nobody reads.
+  template <typename Name>
+  grpc::Status TakeValue(std::string* value, const Name& name) {
     if (Take(value->size())) return grpc::Status::OK;
     std::string().swap(*value);  // release the memory, not only the size
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat(what, ": not answered: the values already in this "
-                           "answer reach the limit of ",
+        absl::StrCat(name(), ": not answered: the values already in this "
+                             "answer reach the limit of ",
                      limit_,
                      " bytes (--max_response_bytes); ask for this key "
                      "again in another call"));

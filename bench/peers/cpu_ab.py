@@ -21,8 +21,16 @@ p50. Rounds are interleaved, the order rotated per round; the report gives
 medians and, per config, the median over rounds of its ratio to the first
 config in the same round.
 
+With --empty, the empty-handler server (//bench/service:empty_server: the
+same gRPC server, a Batch handler that only parses each message and answers
+it with fixed values) runs the same cells in the same rounds: the floor of
+what gRPC 1.51 costs per message and per op here. The report then gives,
+per config and cell, the median over rounds of its ratio to the floor (CPU
+per key op; for unary Get also ghz's rate), and what it adds per message.
+
 Usage: bench/peers/cpu_ab.py --config before=OLD_SERVER,OLD_CLI
            --config after=NEW_SERVER,NEW_CLI [--rounds 5] [--callers 16,64]
+           [--empty empty=EMPTY_SERVER,CLI]
 A config may add server flags after the two paths: NAME=SERVER,CLI,--flag=v
 """
 
@@ -84,6 +92,9 @@ def main():
     ap.add_argument("--no_redis", action="store_true")
     ap.add_argument("--redis_in_flight", action="store_true",
                     help="also measure Redis with 16 operations in flight (-c 1 -P 16, -c 16 -P 1)")
+    ap.add_argument("--empty", default=None,
+                    help="NAME=EMPTY_SERVER_BINARY,CLI_BINARY[,server flags...]: the "
+                    "empty-handler server in the same rounds (the floor)")
     ap.add_argument("--out", default=None, help="write rows as JSON lines here")
     args = ap.parse_args()
     ghz = os.path.expanduser("~/go/bin/ghz")
@@ -105,6 +116,19 @@ def main():
                  "--key_prefix=k", "--concurrency=4"])
             procs[name].info = (port, metrics_port, cli)
         names = list(procs)
+        empty = None
+        if args.empty:
+            # It answers every Get with a fixed value: nothing to preload.
+            empty, rest = args.empty.split("=", 1)
+            server_bin, cli, *flags = rest.split(",")
+            port, metrics_port = srv.free_port(), srv.free_port()
+            proc = subprocess.Popen(
+                [server_bin, "--address=127.0.0.1:%d" % port,
+                 "--metrics_address=127.0.0.1:%d" % metrics_port] + flags,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            procs[empty] = proc
+            srv.wait_port(port, proc)
+            proc.info = (port, metrics_port, cli)
         if not args.no_redis:
             port = srv.free_port()
             proc = subprocess.Popen(
@@ -168,6 +192,11 @@ def main():
                     if msgs and cell.startswith("batch"):
                         row.update(ops_per_msg=ops / msgs, us_per_msg=cpu / msgs * 1e6,
                                    switches_per_msg=switches / msgs)
+                    elif name == "redis" and what[1] > 1:
+                        # A message is one pipelined round of -P commands.
+                        rounds_done = ops / what[1]
+                        row.update(ops_per_msg=what[1], us_per_msg=cpu / rounds_done * 1e6,
+                                   switches_per_msg=switches / rounds_done)
                     rows.append(row)
                     print("%d %-8s %-18s %6.2f us/op %8.0f ops/s%s  load %s" % (
                         rnd, name, cell, row["us_per_op"], row["ops_per_s"],
@@ -186,13 +215,66 @@ def main():
             for r in rows:
                 f.write(json.dumps(r) + "\n")
     report(rows, names, args.rounds)
+    if empty:
+        report_floor(rows, names, empty, args.rounds)
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def per_round(rows, rounds, a, b, key, combine):
+    """combine(a's value, b's value) in each round where both rows exist;
+    a and b are (config, cell)."""
+    out = []
+    for rnd in range(rounds):
+        x = [r.get(key) for r in rows if r["round"] == rnd and (r["config"], r["cell"]) == a]
+        y = [r.get(key) for r in rows if r["round"] == rnd and (r["config"], r["cell"]) == b]
+        if x and y and x[0] is not None and y[0] is not None:
+            out.append(combine(x[0], y[0]))
+    return out
+
+
+def fmt_range(vals, digits=2):
+    if not vals:
+        return "–"
+    f = "%%.%df" % digits
+    return (f + " [" + f + "–" + f + "]") % (med(vals), min(vals), max(vals))
+
+
+def report_floor(rows, names, empty, rounds):
+    """Each config's cells against the empty server's same cell, round by
+    round: CPU per key op (ratio), CPU per message (difference), and for
+    unary Get ghz's rate (ratio, issue 14's >= 0.95x goal)."""
+    print("\nAgainst the floor (%s), per round then the median [range]:" % empty)
+    print("\n| config | cell | CPU µs/op ÷ floor | µs/msg − floor's | ops/msg, floor's | "
+          "rate ÷ floor's |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name in names:
+        for cell in dict.fromkeys(r["cell"] for r in rows if r["config"] == name):
+            a, b = (name, cell), (empty, cell)
+            ratio = per_round(rows, rounds, a, b, "us_per_op", lambda x, y: x / y)
+            extra = per_round(rows, rounds, a, b, "us_per_msg", lambda x, y: x - y)
+            rate = per_round(rows, rounds, a, b, "ops_per_s", lambda x, y: x / y)
+            fill = [med(r.get("ops_per_msg") for r in rows if (r["config"], r["cell"]) == k)
+                    for k in (a, b)]
+            print("| %s | %s | %s | %s | %s | %s |" % (
+                name, cell, fmt_range(ratio), fmt_range(extra, 1),
+                "%.1f, %.1f" % tuple(fill) if extra else "–", fmt_range(rate)))
+    floor_msg = [r["us_per_msg"] for r in rows
+                 if r["config"] == empty and r.get("us_per_msg") is not None]
+    redis_round = [r["us_per_msg"] for r in rows
+                   if r["config"] == "redis" and r["cell"] == "redis GET -c 1 -P 16"]
+    if floor_msg:
+        print("\nThe floor's CPU per message, all its Batch cells: %s µs; at 16 ops a message "
+              "that is %.2f µs per op" % (fmt_range(floor_msg, 1), med(floor_msg) / 16))
+    if redis_round:
+        print("Redis -c 1 -P 16, per 16-command round: %s µs (%.2f µs per op)" % (
+            fmt_range(redis_round, 1), med(redis_round) / 16))
 
 
 def report(rows, names, rounds):
-    def med(vals):
-        vals = [v for v in vals if v is not None]
-        return statistics.median(vals) if vals else float("nan")
-
     print("\n| config | cell | server CPU µs/op | ratio to %s | ops/msg | µs/msg | "
           "switches/msg | ops/s | p50 µs |" % names[0])
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -5,7 +5,7 @@ with --batch_streams=0 (every call unary) and --batch_streams=1 (the
 client's default), rounds interleaved, against one real server on loopback
 (issue 14's goal: batched p50 within 1.1x of unary p50).
 
-Usage: bench/peers/lone_caller.py [--rounds 5] [--ops 20000] [--out DIR]
+Usage: bench/peers/lone_caller.py [--rounds 5] [--ops 20000] [--out DIR] [--bin_dir DIR]
 (build first: bazel build //service:furrballs_server //clients/cli:furrballs)
 """
 
@@ -30,11 +30,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", type=int, default=20000)
     ap.add_argument("--get_ratio", type=float, default=1.0)
+    ap.add_argument("--bin_dir", default=os.path.join(ROOT, "bazel-bin"),
+                    help="where service/furrballs_server and clients/cli/furrballs are "
+                    "(bazel-bin's layout), to measure another build")
     ap.add_argument("--out", default=os.path.join(
         ROOT, "bench", "results", time.strftime("%Y-%m-%d") + "-lone-caller"))
     args = ap.parse_args()
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
-    bin_dir = os.path.join(ROOT, "bazel-bin")
+    bin_dir = args.bin_dir
     cli = os.path.join(bin_dir, "clients", "cli", "furrballs")
     log = open(os.path.join(args.out, "logs", "lone_caller.log"), "a")
     servers = srv.Servers(bin_dir, args.out)

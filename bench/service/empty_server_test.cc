@@ -1,17 +1,23 @@
 // Checks that the empty-handler service answers every furrballs.v1 RPC with
 // OK and a correctly shaped empty answer, in process and as the
-// //bench/service:empty_server binary.
+// //bench/service:empty_server binary, and that its Batch stream answers
+// every op of every message in order, through the generated stub and through
+// the shipped C++ client's automatic batching.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <absl/synchronization/mutex.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include "bench/service/empty_service.h"
@@ -46,27 +52,48 @@ void ExpectServes(client::Client& client) {
   EXPECT_TRUE(client.Stats().ok());
 }
 
+// EmptyCacheService served in process on a free loopback port by
+// BuildGrpcServer, as empty_server serves it; shut down when destroyed (its
+// clients' streams must be closed by then).
+class InProcessServer {
+ public:
+  explicit InProcessServer(
+      size_t max_pipeline_in_flight = kDefaults.max_pipeline_in_flight,
+      size_t max_batch_ops = kDefaults.max_batch_ops)
+      : service_(max_pipeline_in_flight, max_batch_ops) {
+    service::ServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    server_ = service::BuildGrpcServer(options, &service_, &port_);
+  }
+  ~InProcessServer() {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  bool ok() const { return server_ != nullptr; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  const EmptyCacheService& service() const { return service_; }
+
+ private:
+  static inline const service::CacheService::StreamLimits kDefaults =
+      service::ServerOptions().stream_limits;
+
+  EmptyCacheService service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
 TEST(EmptyServiceTest, AnswersEveryRpc) {
-  service::ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  EmptyCacheService service(options.stream_limits.max_pipeline_in_flight);
-  int port = 0;
-  auto server = service::BuildGrpcServer(options, &service, &port);
-  ASSERT_NE(server, nullptr);
-  client::Client client("127.0.0.1:" + std::to_string(port));
+  InProcessServer server;
+  ASSERT_TRUE(server.ok());
+  client::Client client(server.address());
   ExpectServes(client);
-  server->Shutdown();
 }
 
 TEST(EmptyServiceTest, PipelineEchoesIdsBeyondTheInFlightLimit) {
-  service::ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
   // A small limit, so that reading pauses and resumes many times.
-  EmptyCacheService service(/*max_pipeline_in_flight=*/4);
-  int port = 0;
-  auto server = service::BuildGrpcServer(options, &service, &port);
-  ASSERT_NE(server, nullptr);
-  client::Client client("127.0.0.1:" + std::to_string(port));
+  InProcessServer server(/*max_pipeline_in_flight=*/4);
+  ASSERT_TRUE(server.ok());
+  client::Client client(server.address());
   constexpr int kOps = 1000;
   absl::Mutex mu;
   std::vector<uint64_t> ids;
@@ -99,7 +126,120 @@ TEST(EmptyServiceTest, PipelineEchoesIdsBeyondTheInFlightLimit) {
   ASSERT_EQ(ids.size(), static_cast<size_t>(kOps));
   std::sort(ids.begin(), ids.end());
   EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end());
-  server->Shutdown();
+}
+
+TEST(EmptyServiceTest, BatchAnswersEveryOpInOrderAndRefusesTooManyOps) {
+  InProcessServer server(
+      service::ServerOptions().stream_limits.max_pipeline_in_flight,
+      /*max_batch_ops=*/8);
+  ASSERT_TRUE(server.ok());
+  auto stub = v1::Cache::NewStub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  auto stream = stub->Batch(&ctx);
+
+  v1::BatchRequest mixed;
+  mixed.set_id(7);
+  mixed.add_ops()->mutable_get()->set_key("g");
+  mixed.add_ops()->mutable_set()->set_key("s");
+  mixed.add_ops()->mutable_delete_()->set_key("d");
+  mixed.add_ops()->mutable_touch()->set_key("t");
+  mixed.add_ops();  // no kind
+  for (int i = 0; i < mixed.ops_size(); ++i) {
+    mixed.mutable_ops(i)->set_id(i + 1);
+  }
+  ASSERT_TRUE(stream->Write(mixed));
+  v1::BatchResponse answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.id(), 7u);
+  EXPECT_EQ(answer.code(), 0);
+  ASSERT_EQ(answer.results_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(answer.results(i).id(), i + 1u);
+  EXPECT_TRUE(answer.results(0).get().found());
+  EXPECT_EQ(answer.results(0).get().value().size(),
+            EmptyCacheService::kValueBytes);
+  EXPECT_EQ(answer.results(1).set().version(), 1u);
+  EXPECT_TRUE(answer.results(2).delete_().deleted());
+  EXPECT_TRUE(answer.results(3).has_touch());
+  EXPECT_EQ(answer.results(4).code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(answer.results(4).result_case(),
+            v1::PipelineResponse::RESULT_NOT_SET);
+
+  v1::BatchRequest big;
+  big.set_id(8);
+  for (int i = 0; i < 9; ++i) big.add_ops()->mutable_get()->set_key("k");
+  ASSERT_TRUE(stream->Write(big));
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.id(), 8u);
+  EXPECT_EQ(answer.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(answer.message(),
+            "Batch: 9 operations, over the limit of 8 (--max_batch_ops)");
+  EXPECT_EQ(answer.results_size(), 0);
+
+  // The stream goes on after a refusal; many messages written ahead of the
+  // reads are each answered once, with their ids.
+  constexpr int kMessages = 100;
+  std::thread writer([&] {
+    for (int m = 0; m < kMessages; ++m) {
+      v1::BatchRequest request;
+      request.set_id(100 + m);
+      for (int i = 0; i < 8; ++i) {
+        request.add_ops()->mutable_get()->set_key("k");
+      }
+      if (!stream->Write(request)) return;
+    }
+    stream->WritesDone();
+  });
+  std::vector<bool> seen(kMessages);
+  int answers = 0;
+  while (stream->Read(&answer)) {
+    const uint64_t m = answer.id() - 100;
+    ASSERT_LT(m, uint64_t{kMessages});
+    EXPECT_FALSE(seen[m]);
+    seen[m] = true;
+    EXPECT_EQ(answer.results_size(), 8);
+    ++answers;
+  }
+  writer.join();
+  grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(answers, kMessages);
+  EXPECT_EQ(server.service().batch_messages(), uint64_t{kMessages} + 2);
+}
+
+TEST(EmptyServiceTest, TheShippedClientBatchesAgainstIt) {
+  InProcessServer server;
+  ASSERT_TRUE(server.ok());
+  client::ClientOptions client_options;
+  client_options.batch_lone_calls = true;  // every call in a Batch message
+  client_options.default_timeout = std::chrono::seconds(10);
+  // Destroyed before the server: it closes its Batch stream, which the
+  // server's Shutdown waits for.
+  client::Client client(server.address(), client_options);
+  constexpr int kCallers = 8;
+  constexpr int kCalls = 200;
+  std::vector<int> good(kCallers);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      for (int i = 0; i < kCalls; ++i) {
+        auto got = client.Get("k" + std::to_string(i));
+        if (got.ok() && got->has_value() &&
+            (*got)->value.size() == EmptyCacheService::kValueBytes) {
+          ++good[c];
+        }
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int c = 0; c < kCallers; ++c) EXPECT_EQ(good[c], kCalls) << c;
+  auto set = client.Set("k", "v");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(*set, 1u);
+  EXPECT_TRUE(client.Touch("k", 0).ok());
+  const uint64_t messages = server.service().batch_messages();
+  EXPECT_GE(messages, 2u);
+  EXPECT_LE(messages, uint64_t{kCallers * kCalls} + 2);
 }
 
 TEST(EmptyServerBinaryTest, PrintsItsPortServesAndStopsOnSigterm) {

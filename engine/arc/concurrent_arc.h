@@ -225,6 +225,9 @@ class ConcurrentARC {
     return o;
   }
 
+  // CMap::Prefetch: a hint before a batch of lookups; changes nothing.
+  void Prefetch(const HashPair& h, int step) const { table_.Prefetch(h, step); }
+
   // The value of `h` without noting a reference (no promotion): for callers
   // that re-read a key to validate a copy, or inspect keys for maintenance.
   // Lock-free, like Find.

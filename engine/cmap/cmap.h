@@ -357,6 +357,16 @@ class CMap {
     return Visit(hasher_.Hash(key), std::forward<Fn>(fn));
   }
 
+  // A hint for a caller about to look up many keys (a batch), with no
+  // effect a caller can observe: step 0 prefetches the control bytes of h's
+  // home group; step 1, called once step 0's line had time to arrive (after
+  // step 0 for the batch's other keys), the slots of that group whose
+  // control byte matches h (read relaxed and unvalidated: a wrong guess only
+  // wastes a prefetch). One lookup is a chain of dependent cache misses
+  // (control bytes, slot, then what the value points to); prefetched step by
+  // step over a batch, the batch's misses overlap instead of queueing.
+  void Prefetch(const HashPair& h, int step) const;
+
   // Inserts or overwrites. {kOk, true}: inserted; {kOk, false}: overwritten;
   // kAbandonedSet: another writer held the slot (nothing changed; retry);
   // kCacheFull: `capacity` keys are live and this one is not among them.
@@ -772,6 +782,20 @@ auto CMap<Value, GroupImpl>::TryVisit(const HashPair& h, Fn&& fn) const
   return slots_[r.match].seq.load(std::memory_order_relaxed) == stable
              ? VisitOutcome::kVisited
              : VisitOutcome::kChanged;
+}
+
+template <typename Value, typename GroupImpl>
+void CMap<Value, GroupImpl>::Prefetch(const HashPair& h, int step) const {
+  if (!ok()) return;
+  const size_t base = groups_.Home(h.h1) * kGroupWidth;
+  if (step == 0) {
+    __builtin_prefetch(ctrl_ + base);
+    return;
+  }
+  const GroupImpl g(ctrl_ + base);
+  for (uint32_t i : g.Match(cmap_internal::H2Short(h.h2))) {
+    __builtin_prefetch(&slots_[base + i].seq);
+  }
 }
 
 template <typename Value, typename GroupImpl>

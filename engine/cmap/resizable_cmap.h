@@ -252,6 +252,13 @@ class ResizableCMap {
   // holds the key; kChanged when a writer entered the slot while fn ran.
   template <typename Fn>
   VisitOutcome TryVisit(const HashPair& h, Fn&& fn) const;
+  // CMap::Prefetch on every table a lookup of h would probe.
+  void Prefetch(const HashPair& h, int step) const {
+    const Tables t = Load();
+    const HashPair k = TableKey(h);
+    if (t.old != nullptr) t.old->Prefetch(k, step);
+    t.current->Prefetch(k, step);
+  }
   // CMap::UpdateInPlace's contract (fn runs at most once): kOk,
   // kKeyNotFound, or kAbandonedSet (another writer, or the migrator, held
   // the key's slot; nothing changed; retry). Lock-free.

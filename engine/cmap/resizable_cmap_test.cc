@@ -279,10 +279,33 @@ TEST(ResizableCMapTest, InertWhenTheFirstTableFails) {
   failing.allocate = [](void*, size_t) -> void* { return nullptr; };
   Map m(100, failing);
   EXPECT_EQ(m.status(), Error::kAllocationFailed);
+  m.Prefetch(Key(1), 0);  // a hint: nothing to prefetch, nothing to break
+  m.Prefetch(Key(1), 1);
   EXPECT_FALSE(m.Find(Key(1)).has_value());
   EXPECT_EQ(m.Set(Key(1), MakeMeta(1, 1)).err, Error::kAllocationFailed);
   EXPECT_EQ(m.BeginGrow(Map::AllocateTable(200, RawAllocator::Default())),
             Error::kInvalidArgument);
+}
+
+// Prefetch is a hint: on keys present and absent, in both tables while
+// growing, every step of it leaves every answer as it was.
+TEST(ResizableCMapTest, PrefetchChangesNoAnswer) {
+  Map m(100, RawAllocator::Default());
+  std::map<uint64_t, uint64_t> model;
+  Fill(m, 100, &model);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(200, RawAllocator::Default())),
+            Error::kOk);
+  m.MigrateSome(50);
+  ASSERT_TRUE(m.growing());
+  for (int step = 0; step < 2; ++step) {
+    for (uint64_t id = 0; id < 120; ++id) m.Prefetch(Key(id), step);
+  }
+  ExpectMatches(m, model, 120);
+  while (m.growing()) m.MigrateSome(64);
+  for (int step = 0; step < 2; ++step) {
+    for (uint64_t id = 0; id < 120; ++id) m.Prefetch(Key(id), step);
+  }
+  ExpectMatches(m, model, 120);
 }
 
 // Grows five times in a row with inserts between the steps.

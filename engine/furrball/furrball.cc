@@ -335,6 +335,12 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     return chunked_.Assemble(key, r, value, /*read_disk=*/true);
   }
 
+  void PrefetchGet(const HashPair& h, int step) const override {
+    if (options_.routing == RoutingPolicy::kHash) {
+      shards_[HomeIndex(h)]->PrefetchGet(h, step);
+    }
+  }
+
   GetResult GetFromMemory(const KeyRef& key, std::string* value) override {
     EntryKind kind = EntryKind::kValue;
     const GetResult r =

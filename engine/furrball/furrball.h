@@ -87,6 +87,16 @@ class FurrBall {
   // Resets the TTL of a live entry; kKeyNotFound if there is none.
   virtual Error Touch(const HashPair& h, uint64_t ttl_ms) = 0;
 
+  // A hint before Gets of many keys, with no effect a caller can observe:
+  // call it with step 0 for each key of the batch, then step 1 for each,
+  // and so on to kPrefetchSteps - 1, then run the Gets. A Get is a chain of
+  // dependent cache misses (the key table's control bytes, its slot, the
+  // entry in its page); step by step over a batch, the batch's misses
+  // overlap (docs/service_bench.md, "The Batch stream's floor"). Under hash
+  // routing only; elsewhere it does nothing.
+  static constexpr int kPrefetchSteps = 3;
+  virtual void PrefetchGet(const HashPair& h, int step) const = 0;
+
   // Key-validating conveniences: kEmptyKey / kKeyTooLarge before hashing.
   GetResult Get(std::string_view key, std::string* value);
   SetResult Set(std::string_view key, std::string_view value,

@@ -200,6 +200,28 @@ TEST(FurrBallTest, SetGetDeleteRoundTrip) {
   EXPECT_FALSE(ball->Delete("k").deleted);
 }
 
+// PrefetchGet is a hint: every step, on keys present and absent, leaves
+// every Get's answer as it was.
+TEST(FurrBallTest, PrefetchGetChangesNoAnswer) {
+  std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions());
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_EQ(ball->Set("k" + std::to_string(i), "v" + std::to_string(i)).error,
+              Error::kOk);
+  }
+  for (int step = 0; step < FurrBall::kPrefetchSteps; ++step) {
+    for (int i = 0; i < 100; ++i) {
+      ball->PrefetchGet(ball->Hash("k" + std::to_string(i)), step);
+    }
+  }
+  std::string v;
+  for (int i = 0; i < 100; ++i) {
+    const GetResult g = ball->Get("k" + std::to_string(i), &v);
+    ASSERT_EQ(g.error, Error::kOk);
+    ASSERT_EQ(g.found, i < 50) << i;
+    if (g.found) EXPECT_EQ(v, "v" + std::to_string(i));
+  }
+}
+
 TEST(FurrBallTest, ValuesAreArbitraryBytesIncludingEmptyAndNul) {
   std::unique_ptr<FurrBall> ball = MustOpen(SmallOptions());
   const std::string binary("\0\x01\xff\0abc\0", 8);

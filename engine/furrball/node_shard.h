@@ -396,6 +396,16 @@ class NodeShard {
                 EntryKind* kind = nullptr, int hit_node = -1);
   // Whether the shard holds the key (live or expired); for search routing.
   bool Holds(const HashPair& h) const;
+  // FurrBall::PrefetchGet's step `step` for a key of this shard: steps 0 and
+  // 1 the key table's lines (CMap::Prefetch), step 2 the start of the key's
+  // entry in its page, found by a lookup that steps 0 and 1 made cheap.
+  void PrefetchGet(const HashPair& h, int step) const {
+    if (step < 2) {
+      arc_->Prefetch(h, step);
+    } else if (const std::optional<KeyMeta> m = arc_->Peek(h)) {
+      __builtin_prefetch(pool_.EntryAt(m->page, m->offset()));
+    }
+  }
 
   // REQUIRES: the key's write lock is held.
   // Stores `key` with the value. The key identifies the entry by `h` alone
