@@ -4,6 +4,7 @@
 // names work in a config file (`--flagfile=path`, one `--name=value` per
 // line) and as environment variables FURRBALLS_<NAME> (upper case), with the
 // precedence command line > flagfile > environment > default.
+#include <malloc.h>
 #include <signal.h>
 
 #include <climits>
@@ -566,6 +567,17 @@ void PrintConfiguration(const Server& server, const std::string& secret) {
   }
 }
 
+// glibc's malloc_info (every arena's free chunks, its heaps, the memory
+// mapped for large chunks) on stderr, between two marker lines.
+void PrintAllocatorState() {
+  std::fprintf(stderr, "furrballs: allocator state (SIGUSR1):\n");
+#ifdef __GLIBC__
+  malloc_info(0, stderr);
+#endif
+  std::fprintf(stderr, "furrballs: end of allocator state\n");
+  std::fflush(stderr);
+}
+
 // The last start-up line, which harnesses wait for (bench/peers/servers.py).
 void PrintServing(const Server& server) {
   const ServerOptions& o = server.options();
@@ -624,7 +636,9 @@ int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Furrballs, a topology-aware key-value cache served over gRPC.\n"
       "Flags may also come from --flagfile=FILE (lines of --name=value) and "
-      "from environment variables FURRBALLS_<NAME>.");
+      "from environment variables FURRBALLS_<NAME>. SIGTERM or SIGINT "
+      "drains and stops it; SIGUSR1 prints glibc's allocator state (every "
+      "arena) to stderr and it serves on.");
   std::string env_error;
   if (!ApplyEnvironment(&env_error)) {
     std::fprintf(stderr, "furrballs: bad environment variable %s\n",
@@ -639,12 +653,13 @@ int Main(int argc, char** argv) {
     return 2;
   }
 
-  // Block the stop signals in every thread (workers and gRPC threads inherit
-  // this mask) so that only sigwait below receives them.
+  // Block the stop signals and SIGUSR1 in every thread (workers and gRPC
+  // threads inherit this mask) so that only sigwait below receives them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   absl::StatusOr<std::string> secret = ChooseHashSecret(&*options);
@@ -686,7 +701,11 @@ int Main(int argc, char** argv) {
   PrintServing(**server);
 
   int signal = 0;
-  sigwait(&stop_signals, &signal);
+  // SIGUSR1 prints what the allocator holds, arena by arena, and serving
+  // goes on: what a large RSS is made of (bench/memory/rss_stress).
+  while (sigwait(&stop_signals, &signal) == 0 && signal == SIGUSR1) {
+    PrintAllocatorState();
+  }
   std::printf("furrballs: %s received, shutting down (deadline %lld ms)\n",
               signal == SIGTERM ? "SIGTERM" : "SIGINT",
               static_cast<long long>(options->shutdown_deadline.count()));
