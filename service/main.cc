@@ -31,6 +31,7 @@
 #include "service/request_stats.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/hash_secret_file.h"
+#include "service/malloc_settings.h"
 #include "service/server.h"
 #include "service/startup_pages.h"
 
@@ -536,6 +537,10 @@ void PrintConfiguration(const Server& server, const std::string& secret) {
       engine.options().memory_budget_bytes >> 20,
       engine.MetadataBytes() >> 20, plan.Summary().c_str());
   const ServerOptions& o = server.options();
+  std::printf("furrballs: malloc: blocks of %zu KiB and more mapped on their "
+              "own, heap tops trimmed past %zu KiB (fixed thresholds, so that "
+              "request buffers leave the RSS when freed)\n",
+              kMallocMmapThresholdBytes >> 10, kMallocTrimThresholdBytes >> 10);
   std::printf("furrballs: gRPC callback threads: %d of gRPC's %d serve, %d "
               "parked (--grpc_callback_threads)\n",
               CallbackThreadLimit::GrpcCallbackThreads() -
@@ -624,6 +629,13 @@ std::string WithFlagNames(std::string message) {
 }
 
 int Main(int argc, char** argv) {
+  // Before any thread allocates: request buffers go back to the system when
+  // freed instead of staying in glibc's arenas (malloc_settings.h).
+  if (absl::Status s = FixMallocThresholds(); !s.ok()) {
+    std::fprintf(stderr, "furrballs: cannot start: %s\n",
+                 std::string(s.message()).c_str());
+    return 1;
+  }
   // --help lists the flags of this file. Abseil's default matches flag files
   // against the program's name, which finds nothing here (the binary is
   // furrballs_server, the flags live in service/main.cc).
