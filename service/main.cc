@@ -145,6 +145,16 @@ ABSL_FLAG(uint64_t, max_in_flight, 16384,
           "and so is a Pipeline op or a whole Batch message, with the "
           "stream left open. Bounds the requests the server holds; at "
           "least --max_batch_ops; 0: no cap.");
+ABSL_FLAG(uint64_t, max_in_flight_mb, 16,
+          "MiB of unary requests (the messages of Set, MultiSet, Get, ...) "
+          "served at once over the whole server, counted from a request's "
+          "admission until it is answered. Past it a request is answered "
+          "RESOURCE_EXHAUSTED at once, before its body is parsed, unless "
+          "nothing else is in flight (so a message larger than this still "
+          "runs, alone). A request's received bytes are freed once parsed, "
+          "so this bounds the parsed requests the service holds; with "
+          "--grpc_memory_mb (what gRPC holds as received) it is what the "
+          "server may hold for requests beside --memory_mb. 0: no cap.");
 ABSL_FLAG(uint64_t, grpc_memory_mb, 256,
           "Memory gRPC may use for its connection and message buffers (a "
           "gRPC ResourceQuota): past it gRPC shrinks its read windows and "
@@ -436,6 +446,10 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
     if (value == 0) return AtLeastOne(flag, 0);
   }
   o.stream_limits.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  const absl::StatusOr<uint64_t> in_flight_bytes =
+      Bytes("max_in_flight_mb", absl::GetFlag(FLAGS_max_in_flight_mb), 20);
+  if (!in_flight_bytes.ok()) return in_flight_bytes.status();
+  o.stream_limits.max_in_flight_bytes = *in_flight_bytes;
   const absl::StatusOr<uint64_t> grpc_memory =
       Bytes("grpc_memory_mb", absl::GetFlag(FLAGS_grpc_memory_mb), 20);
   if (!grpc_memory.ok()) return grpc_memory.status();
