@@ -41,9 +41,9 @@ class InFlightLimit {
   // --max_in_flight_mb, is smaller than the largest message).
   bool TryAcquireOrAlone(size_t n) {
     if (limit_ == 0 || n == 0) return true;
-    // Relaxed, as in TryAcquire. Two callers that both find nothing held
-    // are both admitted only if each fits or the first one alone is over
-    // the cap: the fetch_add orders them, and the second sees the first.
+    // Relaxed, as in TryAcquire. The fetch_add orders concurrent callers:
+    // only the first finds nothing held, so a request past the cap runs
+    // only alone, and while it runs every other one is refused.
     const size_t before = in_flight_.fetch_add(n, std::memory_order_relaxed);
     if (before == 0 || before + n <= limit_) return true;
     in_flight_.fetch_sub(n, std::memory_order_relaxed);
