@@ -22,7 +22,8 @@ CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
                             engine->options().max_value_bytes}),
       stream_limits_(stream_limits),
       auth_(auth),
-      in_flight_(stream_limits.max_in_flight) {}
+      in_flight_(stream_limits.max_in_flight),
+      in_flight_bytes_(stream_limits.max_in_flight_bytes) {}
 
 // The message names the flag: the operator's knob, and what a client's
 // engineer searches for.
@@ -33,6 +34,17 @@ grpc::Status CacheService::AtInFlightLimit(absl::string_view what) const {
                    in_flight_.limit(),
                    " operations in flight (--max_in_flight); retry with "
                    "backoff"));
+}
+
+grpc::Status CacheService::AtInFlightBytesLimit(absl::string_view what,
+                                                size_t bytes) const {
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat(what, ": a request of ", bytes,
+                   " bytes does not fit beside the requests in flight (",
+                   in_flight_bytes_.in_flight(), " of the server's limit of ",
+                   in_flight_bytes_.limit(),
+                   " bytes, --max_in_flight_mb); retry with backoff"));
 }
 
 std::string CacheService::CheckStreamLimits(const StreamLimits& limits,

@@ -83,6 +83,12 @@ class CacheService final : public RawCacheService {
     // (service/in_flight_limit.h); 0: no cap. At least max_batch_ops, so
     // that a full Batch message can run.
     size_t max_in_flight = 0;
+    // Bytes of unary requests (a Set's, a MultiSet's message, ...) served
+    // at once over the whole service: each is counted from its admission,
+    // before it is parsed, until it is answered; one past the cap is
+    // answered RESOURCE_EXHAUSTED, unless nothing else is in flight (the
+    // cap may be smaller than a message). 0: no cap.
+    size_t max_in_flight_bytes = 0;
   };
 
   // What an answer needs per op beyond a Get's value: framing, id, code and
@@ -163,6 +169,11 @@ class CacheService final : public RawCacheService {
   InFlightLimit& in_flight() const { return in_flight_; }
   // The answer to an op (or message) that found the service at that cap.
   grpc::Status AtInFlightLimit(absl::string_view what) const;
+  // The cap on the bytes of unary requests being served
+  // (StreamLimits::max_in_flight_bytes), and the answer to one past it.
+  InFlightLimit& in_flight_bytes() const { return in_flight_bytes_; }
+  grpc::Status AtInFlightBytesLimit(absl::string_view what,
+                                    size_t bytes) const;
 
   // Counts a finished request, from its handler's entry (`start`) to now;
   // called just before the RPC (or pipelined item) is finished, so a client
@@ -187,6 +198,7 @@ class CacheService final : public RawCacheService {
   // Mutable like a mutex would be: taking a slot changes nothing a caller
   // of the service can observe but the shedding it is for.
   mutable InFlightLimit in_flight_;
+  mutable InFlightLimit in_flight_bytes_;
   std::atomic<bool> ready_{false};
   // Mutable like a mutex would be: recording is internally synchronized and
   // changes nothing a caller of the service can observe.

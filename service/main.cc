@@ -4,6 +4,7 @@
 // names work in a config file (`--flagfile=path`, one `--name=value` per
 // line) and as environment variables FURRBALLS_<NAME> (upper case), with the
 // precedence command line > flagfile > environment > default.
+#include <malloc.h>
 #include <signal.h>
 
 #include <climits>
@@ -30,6 +31,7 @@
 #include "service/request_stats.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/hash_secret_file.h"
+#include "service/malloc_settings.h"
 #include "service/server.h"
 #include "service/startup_pages.h"
 
@@ -143,6 +145,16 @@ ABSL_FLAG(uint64_t, max_in_flight, 16384,
           "and so is a Pipeline op or a whole Batch message, with the "
           "stream left open. Bounds the requests the server holds; at "
           "least --max_batch_ops; 0: no cap.");
+ABSL_FLAG(uint64_t, max_in_flight_mb, 16,
+          "MiB of unary requests (the messages of Set, MultiSet, Get, ...) "
+          "served at once over the whole server, counted from a request's "
+          "admission until it is answered. Past it a request is answered "
+          "RESOURCE_EXHAUSTED at once, before its body is parsed, unless "
+          "nothing else is in flight (so a message larger than this still "
+          "runs, alone). A request's received bytes are freed once parsed, "
+          "so this bounds the parsed requests the service holds; with "
+          "--grpc_memory_mb (what gRPC holds as received) it is what the "
+          "server may hold for requests beside --memory_mb. 0: no cap.");
 ABSL_FLAG(uint64_t, grpc_memory_mb, 256,
           "Memory gRPC may use for its connection and message buffers (a "
           "gRPC ResourceQuota): past it gRPC shrinks its read windows and "
@@ -434,6 +446,10 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
     if (value == 0) return AtLeastOne(flag, 0);
   }
   o.stream_limits.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  const absl::StatusOr<uint64_t> in_flight_bytes =
+      Bytes("max_in_flight_mb", absl::GetFlag(FLAGS_max_in_flight_mb), 20);
+  if (!in_flight_bytes.ok()) return in_flight_bytes.status();
+  o.stream_limits.max_in_flight_bytes = *in_flight_bytes;
   const absl::StatusOr<uint64_t> grpc_memory =
       Bytes("grpc_memory_mb", absl::GetFlag(FLAGS_grpc_memory_mb), 20);
   if (!grpc_memory.ok()) return grpc_memory.status();
@@ -535,6 +551,16 @@ void PrintConfiguration(const Server& server, const std::string& secret) {
       engine.options().memory_budget_bytes >> 20,
       engine.MetadataBytes() >> 20, plan.Summary().c_str());
   const ServerOptions& o = server.options();
+  std::printf("furrballs: malloc: blocks of %zu KiB and more mapped on their "
+              "own, heap tops trimmed past %zu KiB (fixed thresholds, so that "
+              "request buffers leave the RSS when freed)\n",
+              kMallocMmapThresholdBytes >> 10, kMallocTrimThresholdBytes >> 10);
+  // What requests may hold beside the budget, in one place.
+  std::printf("furrballs: requests: beside --memory_mb, up to %zu MiB of unary "
+              "requests served at once (--max_in_flight_mb; 0: no cap) and "
+              "%zu MiB of gRPC buffers (--grpc_memory_mb; 0: no quota)\n",
+              o.stream_limits.max_in_flight_bytes >> 20,
+              o.grpc_memory_bytes >> 20);
   std::printf("furrballs: gRPC callback threads: %d of gRPC's %d serve, %d "
               "parked (--grpc_callback_threads)\n",
               CallbackThreadLimit::GrpcCallbackThreads() -
@@ -564,6 +590,17 @@ void PrintConfiguration(const Server& server, const std::string& secret) {
                 "(docs/security.md)\n",
                 o.listen_address.c_str());
   }
+}
+
+// glibc's malloc_info (every arena's free chunks, its heaps, the memory
+// mapped for large chunks) on stderr, between two marker lines.
+void PrintAllocatorState() {
+  std::fprintf(stderr, "furrballs: allocator state (SIGUSR1):\n");
+#ifdef __GLIBC__
+  malloc_info(0, stderr);
+#endif
+  std::fprintf(stderr, "furrballs: end of allocator state\n");
+  std::fflush(stderr);
 }
 
 // The last start-up line, which harnesses wait for (bench/peers/servers.py).
@@ -612,6 +649,13 @@ std::string WithFlagNames(std::string message) {
 }
 
 int Main(int argc, char** argv) {
+  // Before any thread allocates: request buffers go back to the system when
+  // freed instead of staying in glibc's arenas (malloc_settings.h).
+  if (absl::Status s = FixMallocThresholds(); !s.ok()) {
+    std::fprintf(stderr, "furrballs: cannot start: %s\n",
+                 std::string(s.message()).c_str());
+    return 1;
+  }
   // --help lists the flags of this file. Abseil's default matches flag files
   // against the program's name, which finds nothing here (the binary is
   // furrballs_server, the flags live in service/main.cc).
@@ -624,7 +668,9 @@ int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Furrballs, a topology-aware key-value cache served over gRPC.\n"
       "Flags may also come from --flagfile=FILE (lines of --name=value) and "
-      "from environment variables FURRBALLS_<NAME>.");
+      "from environment variables FURRBALLS_<NAME>. SIGTERM or SIGINT "
+      "drains and stops it; SIGUSR1 prints glibc's allocator state (every "
+      "arena) to stderr and it serves on.");
   std::string env_error;
   if (!ApplyEnvironment(&env_error)) {
     std::fprintf(stderr, "furrballs: bad environment variable %s\n",
@@ -639,12 +685,13 @@ int Main(int argc, char** argv) {
     return 2;
   }
 
-  // Block the stop signals in every thread (workers and gRPC threads inherit
-  // this mask) so that only sigwait below receives them.
+  // Block the stop signals and SIGUSR1 in every thread (workers and gRPC
+  // threads inherit this mask) so that only sigwait below receives them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   absl::StatusOr<std::string> secret = ChooseHashSecret(&*options);
@@ -686,7 +733,11 @@ int Main(int argc, char** argv) {
   PrintServing(**server);
 
   int signal = 0;
-  sigwait(&stop_signals, &signal);
+  // SIGUSR1 prints what the allocator holds, arena by arena, and serving
+  // goes on: what a large RSS is made of (bench/memory/rss_stress).
+  while (sigwait(&stop_signals, &signal) == 0 && signal == SIGUSR1) {
+    PrintAllocatorState();
+  }
   std::printf("furrballs: %s received, shutting down (deadline %lld ms)\n",
               signal == SIGTERM ? "SIGTERM" : "SIGINT",
               static_cast<long long>(options->shutdown_deadline.count()));

@@ -11,8 +11,8 @@ namespace furrballs::service {
 bool ParseMessage(const grpc::ByteBuffer& bytes,
                   google::protobuf::MessageLite* message) {
   // ProtoBufferReader takes a mutable buffer but only reads its slices; the
-  // buffer stays gRPC's. (SerializationTraits::Deserialize would also clear
-  // it, which a handler that was given it const must not do.)
+  // buffer stays as it is (ReleaseParsedBytes empties it once the caller
+  // is done with it).
   grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(&bytes));
   return reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
 }
@@ -25,6 +25,10 @@ bool FlattenMessage(const grpc::ByteBuffer& bytes, std::string* out) {
     out->append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
   return true;
+}
+
+void ReleaseParsedBytes(const grpc::ByteBuffer& bytes) {
+  const_cast<grpc::ByteBuffer&>(bytes).Clear();
 }
 
 grpc::Status SerializeMessage(const google::protobuf::MessageLite& message,

@@ -38,6 +38,17 @@ bool ParseMessage(const grpc::ByteBuffer& bytes,
 // service/batch_wire.h's parser wants; false if gRPC cannot read them.
 bool FlattenMessage(const grpc::ByteBuffer& bytes, std::string* out);
 
+// Frees the bytes of a request that has been parsed. gRPC keeps a unary
+// request's buffer until the RPC is finished, so without this a MultiSet
+// of large values holds them twice, as received and as parsed, for as long
+// as it runs (32 x 64 KiB or 4 x 1 MiB per message in the memory fill test;
+// docs/memory_bench.md, "Requests in flight are bounded"). The buffer is
+// the call's: the raw callback API hands the handler a const pointer to a
+// ByteBuffer that gRPC owns and destroys when the RPC is done, which an
+// emptied buffer survives, and gRPC's typed API empties it the same way
+// once it has deserialized it (SerializationTraits::Deserialize).
+void ReleaseParsedBytes(const grpc::ByteBuffer& bytes);
+
 // Replaces the contents of `bytes` with the encoding of `message`. Fails
 // (INTERNAL) only for a message over protobuf's 2 GiB limit.
 grpc::Status SerializeMessage(const google::protobuf::MessageLite& message,
@@ -66,6 +77,10 @@ class RawUnaryReply {
   // the RPC holds, given back when it is answered.
   size_t in_flight_slots() const { return in_flight_slots_; }
   void add_in_flight_slots(size_t n) { in_flight_slots_ += n; }
+  // Bytes of the service's request-bytes cap that the RPC holds, given back
+  // when it is answered.
+  size_t in_flight_bytes() const { return in_flight_bytes_; }
+  void set_in_flight_bytes(size_t n) { in_flight_bytes_ = n; }
 
  protected:
   // `response` is the derived class's message; `reactor` and `reply` are
@@ -81,6 +96,7 @@ class RawUnaryReply {
   const google::protobuf::MessageLite* const response_;
   grpc::ByteBuffer* const reply_;
   size_t in_flight_slots_ = 0;
+  size_t in_flight_bytes_ = 0;
 };
 
 // One raw unary RPC with its parsed request and the response it builds.

@@ -45,16 +45,20 @@ inline grpc::ServerUnaryReactor* FinishCounted(
     RequestStats::Clock::time_point start, const grpc::Status& status) {
   svc->RecordRequest(op, start, status);
   svc->in_flight().Release(rpc->in_flight_slots());
+  svc->in_flight_bytes().Release(rpc->in_flight_bytes());
   return rpc->Reply(status);
 }
 
 // Whether a unary RPC may run. If not, answers it (deleting `rpc`): first
 // with CacheService::Admit's refusal (no or another token, or not ready), so
 // a caller without a token learns nothing about its request; then with
-// RESOURCE_EXHAUSTED when --max_in_flight ops already run (before parsing:
-// shedding load must cost less than serving it); then with INVALID_ARGUMENT
-// when its body does not parse as the method's request. An accepted RPC
-// holds one in-flight slot until it is answered.
+// RESOURCE_EXHAUSTED when --max_in_flight ops already run, or when its body
+// does not fit beside the request bytes in flight (--max_in_flight_mb;
+// both before parsing: shedding load must cost less than serving it); then
+// with INVALID_ARGUMENT when its body does not parse as the method's
+// request. An accepted RPC holds one in-flight slot and its body's size in
+// request bytes until it is answered; the body itself is freed once parsed
+// (ReleaseParsedBytes), so what it holds is its parsed request.
 template <typename Request, typename Response>
 bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
             RawUnaryCall<Request, Response>* rpc, const grpc::ByteBuffer& body,
@@ -69,6 +73,12 @@ bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
     return false;
   }
   rpc->add_in_flight_slots(1);
+  const size_t bytes = body.Length();
+  if (!svc->in_flight_bytes().TryAcquireOrAlone(bytes)) {
+    FinishCounted(svc, rpc, op, start, svc->AtInFlightBytesLimit(what, bytes));
+    return false;
+  }
+  rpc->set_in_flight_bytes(bytes);
   if (!ParseMessage(body, &rpc->request)) {
     FinishCounted(
         svc, rpc, op, start,
@@ -78,6 +88,7 @@ bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
                                   rpc->request.GetTypeName())));
     return false;
   }
+  ReleaseParsedBytes(body);
   return true;
 }
 

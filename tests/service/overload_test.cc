@@ -49,9 +49,10 @@ class OverloadTest : public ::testing::Test {
 
   // Direct mode holds a Set on its gRPC thread, NodeJob mode on the node's
   // worker (then later ops queue behind it, each holding its slot).
-  void StartServer(DispatchMode mode) {
+  void StartServer(DispatchMode mode, size_t max_in_flight_bytes = 0) {
     ServerOptions o = test_support::LoopbackServerOptions(mode, /*nodes=*/1);
     o.stream_limits.max_in_flight = kCap;
+    o.stream_limits.max_in_flight_bytes = max_in_flight_bytes;
     o.stream_limits.max_batch_ops = kCap;  // as the binary requires
     o.grpc_memory_bytes = size_t{64} << 20;  // the quota is accepted
     auto server = Server::Start(o);
@@ -72,16 +73,16 @@ class OverloadTest : public ::testing::Test {
 
   // Starts `n` Sets of new keys and waits until each is held in the engine,
   // holding one slot. False if they never got there.
-  bool HoldSets(int n) {
+  bool HoldSets(int n, size_t value_bytes = 1) {
     g_held = 0;
     g_release = false;
     g_to_hold = n;
     for (int i = 0; i < n; ++i) {
-      holders_.emplace_back([this, i] {
+      holders_.emplace_back([this, i, value_bytes] {
         grpc::ClientContext ctx;
         v1::SetRequest req;
         req.set_key("held" + std::to_string(i));
-        req.set_value("v");
+        req.set_value(std::string(value_bytes, 'v'));
         v1::SetResponse resp;
         const grpc::Status s = stub_->Set(&ctx, req, &resp);
         EXPECT_TRUE(s.ok()) << s.error_message();
@@ -104,6 +105,15 @@ class OverloadTest : public ::testing::Test {
     req.set_key(key);
     v1::GetResponse ignored;
     return stub_->Get(&ctx, req, resp != nullptr ? resp : &ignored);
+  }
+
+  grpc::Status Set(const std::string& key, size_t value_bytes) {
+    grpc::ClientContext ctx;
+    v1::SetRequest req;
+    req.set_key(key);
+    req.set_value(std::string(value_bytes, 'v'));
+    v1::SetResponse resp;
+    return stub_->Set(&ctx, req, &resp);
   }
 
   grpc::Status MultiGet(int keys) {
@@ -144,6 +154,33 @@ TEST_F(OverloadTest, UnaryCallsPastTheCapAreRejectedAndTheServerGoesOn) {
                 .requests[static_cast<int>(RequestOp::kMultiGet)]
                          [StatusCode::RESOURCE_EXHAUSTED],
             1u);
+}
+
+// The request-bytes cap (--max_in_flight_mb): a unary request whose body
+// does not fit beside those in flight is answered RESOURCE_EXHAUSTED before
+// it is parsed, naming the flag; a small one still fits; once the held
+// request is answered its bytes are free, and a request larger than the
+// whole cap runs when it is alone.
+TEST_F(OverloadTest, UnaryRequestBytesPastTheCapAreRejected) {
+  constexpr size_t kBytesCap = 64 << 10;
+  StartServer(DispatchMode::kDirect, kBytesCap);
+  ASSERT_TRUE(HoldSets(1, /*value_bytes=*/40 << 10))
+      << "the Set never reached the engine";
+  const grpc::Status small = Get("other");
+  EXPECT_TRUE(small.ok()) << small.error_message();
+  const grpc::Status large = Set("second", 40 << 10);
+  EXPECT_EQ(large.error_code(), StatusCode::RESOURCE_EXHAUSTED)
+      << large.error_message();
+  EXPECT_NE(large.error_message().find("--max_in_flight_mb"),
+            std::string::npos)
+      << large.error_message();
+  Release();
+
+  const grpc::Status fits = Set("second", 40 << 10);
+  EXPECT_TRUE(fits.ok()) << fits.error_message();
+  const grpc::Status alone = Set("alone", 100 << 10);
+  EXPECT_TRUE(alone.ok()) << "a request over the cap runs alone: "
+                          << alone.error_message();
 }
 
 TEST_F(OverloadTest, ABatchMessagePastTheCapIsRejectedAndItsStreamGoesOn) {
