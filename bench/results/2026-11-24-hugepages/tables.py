@@ -3,6 +3,7 @@
 
     python3 tables.py            # every comparison over the sessions that have both
     python3 tables.py FINAL      # and the goal-7 table of FINAL against main
+    python3 tables.py FINAL 21-30   # the same over sessions 21-30 only
 
 raw/rot_<binary>_s<session>.csv is one ycsb_bench run (run_sessions.sh). A
 run's figure for a cell is FurrBall / absl over the same run; a binary's
@@ -73,6 +74,11 @@ def paired(data, old, new, metric):
 
 def main():
     data = load()
+    if len(sys.argv) > 2:
+        first, last = (int(x) for x in sys.argv[2].split("-"))
+        data = {b: {s: f for s, f in by.items() if first <= s <= last}
+                for b, by in data.items()}
+        data = defaultdict(dict, {b: by for b, by in data.items() if by})
     pairs = [(o, n) for o, n in [("main", "dedup"), ("dedup", "hpblock"),
                                  ("hpblock", "hpall"), ("dedup", "hpall"),
                                  ("main", "thp"), ("main", "mainB")]
