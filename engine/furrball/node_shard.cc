@@ -45,7 +45,13 @@ NodeShard::Create(const ShardConfig& config, const Numatic* numatic) {
   absl::StatusOr<NumaNodeMemoryResource*> resource =
       numatic->NodeResource(config.node);
   if (!resource.ok()) return resource.status();
-  absl::StatusOr<RawAllocator> allocator = numatic->NodeAllocator(config.node);
+  // The key table and ARC's arrays are read at random too, and used
+  // densely: the table and ARC's index are hash tables sized for the keys
+  // held (the table grows with them), and ARC's arena and key records are
+  // handed out from their start, so a huge page one key brings in is soon
+  // shared by others. An array below one huge page stays base pages.
+  absl::StatusOr<RawAllocator> allocator =
+      numatic->NodeAllocator(config.node, PageKind::kTransparentHuge);
   if (!allocator.ok()) return allocator.status();
 
   // The memory plan keeps both within what a KeyMeta can name (key_meta.h);
@@ -61,8 +67,16 @@ NodeShard::Create(const ShardConfig& config, const Numatic* numatic) {
                                     kMaxKeyMetaOffset, " bytes"));
   }
   const size_t block_bytes = size_t{config.page_count} * config.page_size;
+  // Value pages are read at random, so huge pages save TLB misses
+  // (numatic.h, "Transparent huge pages"); but only when a value page is a
+  // whole number of huge pages, so that retiring one (PagePool::RetirePages)
+  // gives back whole huge pages and the first write into a page brings in
+  // no more than the page.
+  const bool huge_pages = config.page_size % GetHugePageSize() == 0;
   absl::StatusOr<NumaBlock> block =
-      numatic->AllocateOnNode(block_bytes, config.node);
+      huge_pages ? numatic->AllocateOnNodeTransparentHuge(block_bytes,
+                                                          config.node)
+                 : numatic->AllocateOnNode(block_bytes, config.node);
   if (!block.ok()) {
     return ErrorStatus(ErrorOf(block.status()),
                        absl::StrCat("node ", config.node, ": value pages (",

@@ -5,9 +5,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -117,6 +120,54 @@ TEST(NodeShardCreateTest, RefusesMorePagesThanAKeyMetaNames) {
   EXPECT_EQ(ErrorOf(shard.status()), Error::kInvalidArgument);
   EXPECT_NE(shard.status().message().find("65537 pages"), std::string::npos)
       << shard.status();
+}
+
+// Whether the mapping that holds `p` is advised for transparent huge pages
+// ("hg" in its smaps VmFlags); nullopt if no mapping holds it. (By address:
+// the kernel may merge a base-page block with a neighbouring mapping.)
+std::optional<bool> AdvisedHuge(const void* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool holds = false;
+  while (std::getline(smaps, line)) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2) {
+      holds = begin <= address && address < end;
+    } else if (holds && line.rfind("VmFlags:", 0) == 0) {
+      return line.find(" hg") != std::string::npos;
+    }
+  }
+  return std::nullopt;
+}
+
+// The value page block is advised for transparent huge pages exactly when a
+// value page is a whole number of huge pages (node_shard.cc), so that a
+// retired page gives back whole huge pages.
+TEST(NodeShardCreateTest, ValuePagesAreHugeOnlyWhenAPageIsWholeHugePages) {
+  NumaticOptions o;
+  o.simulate_nodes = 1;
+  absl::StatusOr<std::unique_ptr<Numatic>> numatic = Numatic::Create(o);
+  ASSERT_TRUE(numatic.ok()) << numatic.status();
+  // Where the kernel has no THP, nothing is advised at all.
+  const bool thp = !GetHugePageInfo().transparent_mode.empty();
+  const size_t kBlock = size_t{8} << 20;
+  for (uint32_t page_size : {static_cast<uint32_t>(GetHugePageSize()),
+                             uint32_t{kPageSize}}) {
+    SCOPED_TRACE(page_size);
+    ShardConfig c;
+    c.page_count = static_cast<uint32_t>(kBlock / page_size);
+    c.page_size = page_size;
+    c.max_keys = 64;
+    auto shard = NodeShard::Create(c, numatic->get());
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    const PagePool& pool = (*shard)->pool();
+    for (uint32_t page : {0u, c.page_count - 1}) {
+      const std::optional<bool> advised = AdvisedHuge(pool.EntryAt(page, 0));
+      ASSERT_TRUE(advised.has_value()) << page;
+      EXPECT_EQ(*advised, thp && page_size == GetHugePageSize()) << page;
+    }
+  }
 }
 
 class NodeShardTest : public ::testing::Test {

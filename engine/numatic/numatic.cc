@@ -196,11 +196,12 @@ bool ReadMeminfoField(std::string_view key, uint64_t* value) {
 
 // ---- NumaNodeMemoryResource ----------------------------------------------
 
-void* NumaNodeMemoryResource::AllocateOrNull(size_t bytes,
-                                             size_t alignment) noexcept {
+void* NumaNodeMemoryResource::AllocateOrNull(size_t bytes, size_t alignment,
+                                             PageKind pages) noexcept {
+  if (pages == PageKind::kHugeTlb) return nullptr;
   absl::StatusOr<NumaBlock> block =
       numatic_->Map(std::max<size_t>(bytes, 1),
-                    std::max(alignment, kCacheLineSize), node_, false);
+                    std::max(alignment, kCacheLineSize), node_, pages);
   return block.ok() ? block->data : nullptr;
 }
 
@@ -283,7 +284,7 @@ int Numatic::IndexOf(int node) const {
 }
 
 absl::StatusOr<NumaBlock> Numatic::Map(size_t bytes, size_t alignment,
-                                       int node, bool huge) const {
+                                       int node, PageKind pages) const {
   if (bytes == 0) {
     return ErrorStatus(Error::kInvalidArgument, "cannot allocate 0 bytes");
   }
@@ -300,7 +301,7 @@ absl::StatusOr<NumaBlock> Numatic::Map(size_t bytes, size_t alignment,
 
   NumaBlock block;
   block.node = node;
-  if (huge) {
+  if (pages == PageKind::kHugeTlb) {
     const size_t huge_size = GetHugePageSize();
     block.size = RoundUp(bytes, huge_size);
     // The hugetlb pool first. Its pages are reserved globally but faulted
@@ -333,12 +334,22 @@ absl::StatusOr<NumaBlock> Numatic::Map(size_t bytes, size_t alignment,
     }
   } else {
     block.size = RoundUp(bytes, GetPageSize());
-    block.data = MapAligned(block.size, alignment, 0);
+    // Only a block that holds a whole huge page can have one.
+    const bool advise = pages == PageKind::kTransparentHuge &&
+                        block.size >= GetHugePageSize();
+    block.data = MapAligned(
+        block.size, advise ? std::max(alignment, GetHugePageSize()) : alignment,
+        0);
     if (block.data == nullptr) {
       return ErrorStatus(
           Error::kAllocationFailed,
           absl::StrCat("mmap of ", block.size, " bytes for node ", node,
                        " failed: ", strerror(errno)));
+    }
+    // Advice only, given before the first touch as the binding is: where
+    // THP is "never" (or not built) the block simply stays base pages.
+    if (advise && madvise(block.data, block.size, MADV_HUGEPAGE) == 0) {
+      block.pages = PageKind::kTransparentHuge;
     }
   }
   if (block.pages != PageKind::kHugeTlb) {
@@ -380,7 +391,12 @@ void Numatic::Unmap(void* data, size_t size, int node) const {
 
 absl::StatusOr<NumaBlock> Numatic::AllocateOnNode(size_t bytes,
                                                   int node) const {
-  return Map(bytes, kCacheLineSize, node, /*huge=*/false);
+  return Map(bytes, kCacheLineSize, node, PageKind::kBase);
+}
+
+absl::StatusOr<NumaBlock> Numatic::AllocateOnNodeTransparentHuge(
+    size_t bytes, int node) const {
+  return Map(bytes, kCacheLineSize, node, PageKind::kTransparentHuge);
 }
 
 absl::StatusOr<NumaBlock> Numatic::AllocateLocal(size_t bytes) const {
@@ -389,7 +405,7 @@ absl::StatusOr<NumaBlock> Numatic::AllocateLocal(size_t bytes) const {
 
 absl::StatusOr<NumaBlock> Numatic::AllocateOnNodeHuge(size_t bytes,
                                                       int node) const {
-  return Map(bytes, kCacheLineSize, node, /*huge=*/true);
+  return Map(bytes, kCacheLineSize, node, PageKind::kHugeTlb);
 }
 
 absl::StatusOr<NumaBlock> Numatic::AllocateLocalHuge(size_t bytes) const {
@@ -510,21 +526,37 @@ absl::StatusOr<NumaNodeMemoryResource*> Numatic::NodeResource(
   return resources_[index].get();
 }
 
-absl::StatusOr<RawAllocator> Numatic::NodeAllocator(int node) const {
+absl::StatusOr<RawAllocator> Numatic::NodeAllocator(int node,
+                                                    PageKind pages) const {
   absl::StatusOr<NumaNodeMemoryResource*> resource = NodeResource(node);
   if (!resource.ok()) return resource.status();
+  if (pages == PageKind::kHugeTlb) {
+    return ErrorStatus(Error::kInvalidArgument,
+                       "a NodeAllocator cannot use hugetlb pages: they "
+                       "cannot be given back one page at a time");
+  }
+  // Two functions rather than a captured kind: a RawAllocator carries only
+  // its context, the node's resource.
+  RawAllocator::AllocateFn allocate = [](void* context, size_t bytes) -> void* {
+    return static_cast<NumaNodeMemoryResource*>(context)->AllocateOrNull(
+        bytes, kCacheLineSize);
+  };
+  if (pages == PageKind::kTransparentHuge) {
+    allocate = [](void* context, size_t bytes) -> void* {
+      return static_cast<NumaNodeMemoryResource*>(context)->AllocateOrNull(
+          bytes, kCacheLineSize, PageKind::kTransparentHuge);
+    };
+  }
   return RawAllocator{
-      [](void* context, size_t bytes) -> void* {
-        return static_cast<NumaNodeMemoryResource*>(context)->AllocateOrNull(
-            bytes, kCacheLineSize);
-      },
+      allocate,
       [](void* context, void* p, size_t bytes) {
         static_cast<NumaNodeMemoryResource*>(context)->DeallocateBytes(p,
                                                                        bytes);
       },
       *resource,
-      // Every allocation is a fresh private anonymous mapping of base pages
-      // (Map), so it comes zeroed and its pages can be given back.
+      // Every allocation is a fresh private anonymous mapping (Map), so it
+      // comes zeroed and its pages can be given back (a huge page is split
+      // first when only part of it is).
       /*zeroed=*/true, RawAllocator::ReleaseMappedPages};
 }
 

@@ -93,6 +93,23 @@ enum class PageKind : uint8_t {
                      // kernel backs it with huge pages when it can
 };
 
+// Transparent huge pages for the engine's big structures (issue 13, goal 7).
+// The value pages, the key table and ARC's arrays are read at random: at a
+// 64 MiB budget that is ~16k base pages, far more than the TLB holds, and in
+// a VM each TLB miss walks two page tables. A block of at least one huge
+// page asked for with PageKind::kTransparentHuge is aligned to the huge page
+// size and advised MADV_HUGEPAGE (before its first touch, like the binding),
+// so each aligned 2 MiB of it is one TLB entry once the kernel backs it with
+// a huge page. Nothing else changes: the size is not rounded up (the tail
+// past the last whole huge page stays base pages), nothing is pre-faulted
+// (a huge page enters the RSS when a byte of it is first written), and the
+// binding policy places huge pages as it places base pages. Where THP is
+// "never" the advice is ignored and the block is base pages. What it costs
+// is granularity: the first write into an aligned 2 MiB brings in all of it,
+// and MADV_DONTNEED of part of a huge page (RawAllocator::
+// ReleaseMappedPages) splits it, so only structures used densely, or given
+// back in whole huge pages, should ask for it (docs/numatic.md).
+
 // A block of node-placed memory. Return it with Numatic::Free.
 struct NumaBlock {
   void* data = nullptr;
@@ -120,8 +137,10 @@ class NumaNodeMemoryResource final : public std::pmr::memory_resource {
 
   int node() const { return node_; }
 
-  // nullptr on failure; never throws.
-  void* AllocateOrNull(size_t bytes, size_t alignment) noexcept;
+  // nullptr on failure; never throws. `pages` is kBase or kTransparentHuge
+  // (see PageKind above).
+  void* AllocateOrNull(size_t bytes, size_t alignment,
+                       PageKind pages = PageKind::kBase) noexcept;
   // REQUIRES: p came from this resource with these bytes.
   void DeallocateBytes(void* p, size_t bytes) noexcept;
 
@@ -185,6 +204,11 @@ class Numatic {
   // outside the topology, kAllocationFailed when the kernel refuses.
 
   absl::StatusOr<NumaBlock> AllocateOnNode(size_t bytes, int node) const;
+  // As AllocateOnNode; a block of at least GetHugePageSize() bytes is aligned
+  // to it and advised MADV_HUGEPAGE (see "Transparent huge pages" above).
+  // `pages` says whether the advice was given and taken.
+  absl::StatusOr<NumaBlock> AllocateOnNodeTransparentHuge(size_t bytes,
+                                                          int node) const;
   // On GetCurrentNode().
   absl::StatusOr<NumaBlock> AllocateLocal(size_t bytes) const;
   // Rounded up to GetHugePageSize(). Uses the hugetlb pool when it has pages
@@ -259,8 +283,11 @@ class Numatic {
   // NumaNodeMemoryResource, so it is valid as long as this Numatic. Its
   // allocations come zeroed, and Release gives their pages back
   // (RawAllocator::ReleaseMappedPages; a page touched again is placed on
-  // `node` by the mapping's policy).
-  absl::StatusOr<RawAllocator> NodeAllocator(int node) const;
+  // `node` by the mapping's policy). With `pages` kTransparentHuge its
+  // allocations are AllocateOnNodeTransparentHuge's; kHugeTlb is
+  // kInvalidArgument (a pool's pages cannot be given back one at a time).
+  absl::StatusOr<RawAllocator> NodeAllocator(
+      int node, PageKind pages = PageKind::kBase) const;
 
  private:
   friend class NumaNodeMemoryResource;
@@ -268,9 +295,12 @@ class Numatic {
   // Index of `node` in topology_.nodes(), or -1.
   int IndexOf(int node) const;
   int RefreshCurrentNode() const;
-  // Maps and binds; the common path of every allocation.
+  // Maps and binds; the common path of every allocation. `pages`: kBase,
+  // kTransparentHuge (advised, see PageKind), or kHugeTlb for
+  // AllocateOnNodeHuge (the pool first, else a THP block rounded up to
+  // whole huge pages).
   absl::StatusOr<NumaBlock> Map(size_t bytes, size_t alignment, int node,
-                                bool huge) const;
+                                PageKind pages) const;
   void Unmap(void* data, size_t size, int node) const;
 
   const Topology topology_;

@@ -271,6 +271,92 @@ TEST(NumaticTest, HugeAllocationIsHugeAlignedAndPlaced) {
   });
 }
 
+// Whether each page of [p, p + bytes) is resident (mincore).
+std::vector<bool> Resident(const void* p, size_t bytes) {
+  const size_t page = GetPageSize();
+  std::vector<unsigned char> in_core((bytes + page - 1) / page);
+  EXPECT_EQ(mincore(const_cast<void*>(p), bytes, in_core.data()), 0)
+      << strerror(errno);
+  std::vector<bool> resident;
+  for (unsigned char c : in_core) resident.push_back((c & 1) != 0);
+  return resident;
+}
+
+// A transparent-huge block is aligned to the huge page size and advised, but
+// not rounded up and not faulted in; it lands on its node when written, and
+// its pages can still be given back one base page at a time (a huge page is
+// split). Below one huge page it is an ordinary block.
+TEST(NumaticTest, TransparentHugeBlockIsAlignedAdvisedAndNotFaulted) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  const size_t page = GetPageSize();
+  const size_t huge = GetHugePageSize();
+  // The advice is accepted wherever the kernel has THP at all, even "never".
+  const bool thp = !GetHugePageInfo().transparent_mode.empty();
+  for (int node : numatic->topology().node_ids()) {
+    SCOPED_TRACE(node);
+    const size_t bytes = 2 * huge + 3 * page;
+    absl::StatusOr<NumaBlock> block =
+        numatic->AllocateOnNodeTransparentHuge(bytes, node);
+    ASSERT_TRUE(block.ok()) << block.status();
+    EXPECT_EQ(block->size, bytes);
+    EXPECT_EQ(block->node, node);
+    EXPECT_TRUE(IsAligned(block->data, huge));
+    if (thp) EXPECT_EQ(block->pages, PageKind::kTransparentHuge);
+    EXPECT_EQ(numatic->MappedBytes(node), bytes);
+    const std::vector<bool> before = Resident(block->data, bytes);
+    EXPECT_EQ(std::count(before.begin(), before.end(), true), 0)
+        << "nothing is faulted in at allocation";
+    auto* bytes_of = static_cast<unsigned char*>(block->data);
+    std::memset(bytes_of, 1, bytes);
+    EXPECT_EQ(*GetPageNode(bytes_of + huge + page), node);
+    EXPECT_EQ(RawAllocator::ReleaseMappedPages(nullptr, bytes_of + page, page),
+              page);
+    // Asked before the reads below, which map the zero page there.
+    EXPECT_FALSE(Resident(bytes_of + page, page)[0]) << "given back";
+    EXPECT_EQ(bytes_of[page], 0);
+    EXPECT_EQ(bytes_of[2 * page - 1], 0);
+    EXPECT_EQ(bytes_of[page - 1], 1) << "the rest of the huge page stays";
+    EXPECT_EQ(bytes_of[2 * page], 1);
+    numatic->Free(*block);
+
+    absl::StatusOr<NumaBlock> small =
+        numatic->AllocateOnNodeTransparentHuge(huge - page, node);
+    ASSERT_TRUE(small.ok()) << small.status();
+    EXPECT_EQ(small->size, huge - page);
+    EXPECT_EQ(small->pages, PageKind::kBase);
+    numatic->Free(*small);
+    EXPECT_EQ(numatic->MappedBytes(node), 0u);
+  }
+}
+
+TEST(NumaticTest, TransparentHugeNodeAllocator) {
+  std::unique_ptr<Numatic> numatic = MakeNumatic();
+  ASSERT_NE(numatic, nullptr);
+  const int node = numatic->topology().nodes().front().id;
+  EXPECT_EQ(ErrorOf(numatic->NodeAllocator(node, PageKind::kHugeTlb).status()),
+            Error::kInvalidArgument);
+  absl::StatusOr<RawAllocator> allocator =
+      numatic->NodeAllocator(node, PageKind::kTransparentHuge);
+  ASSERT_TRUE(allocator.ok()) << allocator.status();
+  EXPECT_TRUE(allocator->zeroed);
+  const size_t huge = GetHugePageSize();
+  void* big = allocator->Allocate(3 * huge);
+  ASSERT_NE(big, nullptr);
+  EXPECT_TRUE(IsAligned(big, huge));
+  EXPECT_EQ(numatic->MappedBytes(node), 3 * huge);
+  void* small = allocator->Allocate(1000);
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(numatic->MappedBytes(node), 3 * huge + GetPageSize());
+  std::memset(big, 1, 3 * huge);
+  EXPECT_EQ(*GetPageNode(big), node);
+  EXPECT_EQ(allocator->Release(big, 3 * huge), 3 * huge);
+  EXPECT_EQ(static_cast<unsigned char*>(big)[huge], 0);
+  allocator->Deallocate(big, 3 * huge);
+  allocator->Deallocate(small, 1000);
+  EXPECT_EQ(numatic->MappedBytes(node), 0u);
+}
+
 TEST(NumaticTest, AllOrNothingAllocatesOnEveryNode) {
   std::unique_ptr<Numatic> numatic = MakeNumatic(4);
   ASSERT_NE(numatic, nullptr);

@@ -172,6 +172,22 @@ class Probe {
       Fail(huge_block.status().ToString());
     }
 
+    // The engine's value pages, key table and ARC arrays (node_shard.cc):
+    // advised for transparent huge pages, and still bound before the first
+    // touch, which comes from another node's CPU.
+    std::string thp = "error";
+    absl::StatusOr<NumaBlock> thp_block = numatic_.AllocateOnNodeTransparentHuge(
+        2 * GetHugePageSize() + GetPageSize(), k);
+    if (thp_block.ok()) {
+      WriteFromAnotherNode(*thp_block, k);
+      const std::string where = NodeOfAllPages(*thp_block);
+      thp = absl::StrCat(PageKindName(thp_block->pages), "@", where);
+      if (where != absl::StrCat(k)) Fail("THP block misplaced: " + thp);
+      numatic_.Free(*thp_block);
+    } else {
+      Fail(thp_block.status().ToString());
+    }
+
     std::string pmr = "error";
     absl::StatusOr<NumaNodeMemoryResource*> resource = numatic_.NodeResource(k);
     if (resource.ok()) {
@@ -224,10 +240,11 @@ class Probe {
 
     std::printf(
         "NUMATIC_GUEST %s node=%d cpus=%s distances=%s memory=%s huge=%s "
-        "pmr=%s pinned=%d/%d moved=%s\n",
+        "thp=%s pmr=%s pinned=%d/%d moved=%s\n",
         label_.c_str(), k, FormatIdList(node.cpus).c_str(),
         absl::StrJoin(node.distances, ",").c_str(), memory.c_str(),
-        huge.c_str(), pmr.c_str(), cached, uncached, moved.c_str());
+        huge.c_str(), thp.c_str(), pmr.c_str(), cached, uncached,
+        moved.c_str());
   }
 
   void CheckAllOrNothing() {

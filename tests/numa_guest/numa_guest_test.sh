@@ -17,7 +17,8 @@
 # Every line the probe prints is compared with what this script configured:
 # node ids, CPUs per node, the distance matrix (20 + |i - j| between nodes),
 # the node every page of each node's block is on (move_pages query), the
-# node of hugetlb and PMR memory, GetCurrentNode of a pinned thread, where
+# node of hugetlb, transparent-huge (advised, written from another node) and
+# PMR memory, GetCurrentNode of a pinned thread, where
 # pages went after MovePages, and the one-line start-up summary
 # (Topology::Summary: nodes, allowed CPUs, Mems_allowed, excluded nodes, the
 # cgroup). A guest that does not power off within
@@ -236,16 +237,16 @@ expect sysfs_online "NUMATIC_GUEST_BOOTED online=$online"
 
 expect full_topology "NUMATIC_GUEST full online=$online nodes=$online allowed_cpus=$all_cpus excluded= rejected=$nodes:NO_SUCH_NODE"
 for ((k = 0; k < nodes; k++)); do
-  expect "full_node$k" "NUMATIC_GUEST full node=$k cpus=$(node_cpus $k) distances=$(distances $k 0 "$last") memory=$k huge=hugetlb@$k pmr=$k pinned=$k/$k moved=$(((k + 1) % nodes))"
+  expect "full_node$k" "NUMATIC_GUEST full node=$k cpus=$(node_cpus $k) distances=$(distances $k 0 "$last") memory=$k huge=hugetlb@$k thp=thp@$k pmr=$k pinned=$k/$k moved=$(((k + 1) % nodes))"
 done
 expect full_result "NUMATIC_GUEST_RESULT full failures=0"
 
 expect taskset_topology "NUMATIC_GUEST taskset online=$online nodes=$last allowed_cpus=$(node_cpus "$last") excluded=$(range 0 $((last - 1))) rejected=0:NO_SUCH_NODE"
-expect taskset_node "NUMATIC_GUEST taskset node=$last cpus=$(node_cpus "$last") distances=10 memory=$last huge=hugetlb@$last pmr=$last pinned=$last/$last moved=$last"
+expect taskset_node "NUMATIC_GUEST taskset node=$last cpus=$(node_cpus "$last") distances=10 memory=$last huge=hugetlb@$last thp=thp@$last pmr=$last pinned=$last/$last moved=$last"
 expect taskset_result "NUMATIC_GUEST_RESULT taskset failures=0"
 
 expect cpuset_topology "NUMATIC_GUEST cpuset online=$online nodes=0 allowed_cpus=$all_cpus excluded=$(range 1 "$last") rejected=1:NO_SUCH_NODE"
-expect cpuset_node "NUMATIC_GUEST cpuset node=0 cpus=$(node_cpus 0) distances=10 memory=0 huge=hugetlb@0 pmr=0 pinned=0/0 moved=0"
+expect cpuset_node "NUMATIC_GUEST cpuset node=0 cpus=$(node_cpus 0) distances=10 memory=0 huge=hugetlb@0 thp=thp@0 pmr=0 pinned=0/0 moved=0"
 expect cpuset_result "NUMATIC_GUEST_RESULT cpuset failures=0"
 
 # The one-line start-up summary names the nodes, their source and the
