@@ -362,8 +362,9 @@ uint32_t NodeShard::RefillTarget() const {
   // that holds no data: with 1/16 (until 2026-11-24) the 55-57 pages of a
   // 4 or 8 MiB node kept 3 free; 2 held 1-2 points more of the budget live
   // there, 2-3 more at 128 and 256 MiB, with hit ratios as high
-  // (docs/memory_bench.md, "Small budgets at 80%"); 64 MiB (at most 32
-  // pages) keeps 2 either way.
+  // (docs/memory_bench.md, "Small budgets at 80%"). The fraction keeps the
+  // reserve's bytes a share of the node's whatever the page size; the
+  // floor is whole pages, which smaller pages make cheaper (memory_plan.cc).
   return std::max<uint32_t>(
       kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
       pool_.pages_in_service() / 32);
