@@ -11,6 +11,7 @@
 //
 // Thread safety: a single-purpose program; its inserting threads share
 // only the FurrBall (thread-safe) and an atomic key counter.
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdint>
@@ -35,6 +36,9 @@ ABSL_FLAG(int, batches, 6,
           "budget-sized batches of distinct keys (budget / (key + value) "
           "keys each)");
 ABSL_FLAG(int, threads, 2, "inserting threads");
+ABSL_FLAG(uint64_t, read_back, 1000,
+          "keys read back after the fill, the last ones inserted: a hit is "
+          "a whole value that names its key");
 
 namespace furrballs {
 namespace {
@@ -61,6 +65,7 @@ void PrintState(const FurrBall& ball, uint64_t inserted) {
     sum.page_evictions += s.page_evictions;
     sum.pages_drained += s.pages_drained;
     sum.evictions_keys += s.evictions_keys;
+    sum.evictions_capacity += s.evictions_capacity;
   }
   const MemoryPlan& plan = ball.memory_plan();
   const double budget = static_cast<double>(plan.node_budget_bytes) *
@@ -71,13 +76,16 @@ void PrintState(const FurrBall& ball, uint64_t inserted) {
       ", %" PRIu64 " growths)  live %6.2f MiB = %5.1f%% of budget  dead "
       "%5.2f MiB  pages: in service %4" PRIu64 " free %3" PRIu64
       " hot %4" PRIu64 " cold %4" PRIu64 " staging %" PRIu64
-      " freeze %" PRIu64 " retired %4" PRIu64 "  evicted: by keys %" PRIu64
-      " pages %" PRIu64 "  drained %" PRIu64 "  RSS %6.1f MiB\n",
+      " freeze %" PRIu64 " retired %4" PRIu64
+      "  keys evicted: by key count %" PRIu64 ", for room %" PRIu64
+      "; pages evicted whole %" PRIu64 ", drained %" PRIu64
+      "  RSS %6.1f MiB\n",
       inserted, sum.live_keys, sum.key_table_capacity, sum.key_table_growths,
       sum.live_bytes / kMiB, 100.0 * sum.live_bytes / budget,
       sum.dead_bytes / kMiB, in_service, sum.pages_empty, sum.pages_hot,
       sum.pages_cold, sum.pages_staging, sum.pages_freeze, sum.pages_retired,
-      sum.evictions_keys, sum.page_evictions, sum.pages_drained,
+      sum.evictions_keys, sum.evictions_capacity, sum.page_evictions,
+      sum.pages_drained,
       VmRssBytes() / kMiB);
   std::fflush(stdout);
 }
@@ -122,7 +130,26 @@ int Run() {
     }
   }
   std::printf("failed sets: %" PRIu64 "\n", failed.load());
-  return 0;
+  // The newest keys are the ones an LRU would keep; a chunked value is a
+  // hit only if every chunk is still there.
+  const uint64_t inserted = next.load();
+  const uint64_t sample =
+      std::min(absl::GetFlag(FLAGS_read_back), inserted);
+  uint64_t hits = 0;
+  uint64_t wrong = 0;
+  std::string key;
+  std::string expected(value_bytes, 'v');
+  std::string value;
+  for (uint64_t i = inserted - sample; i < inserted; ++i) {
+    bench::FormatKey(i, key_bytes, &key);
+    if (!ball.Get(key, &value).found) continue;
+    bench::peers::StampValue(i, 0, &expected);
+    ++(value == expected ? hits : wrong);
+  }
+  std::printf("read back the last %" PRIu64 " keys inserted: %" PRIu64
+              " hits, %" PRIu64 " wrong\n",
+              sample, hits, wrong);
+  return wrong == 0 ? 0 : 1;
 }
 
 }  // namespace
