@@ -101,9 +101,10 @@ NodeShard::Reclaim NodeShard::ReclaimStep() {
     return Reclaim::kProgress;
   }
   if (config_.eviction_enabled) {
-    // Whole-page eviction of the sparsest page: bounded work that frees a
-    // page unless another thread still holds a live byte of it (see
-    // Reserve). It ignores ARC's order, which is why the worker tries to
+    // Whole-page eviction of the oldest of the sparsest pages
+    // (PagePool::EvictionCandidate): bounded work that frees a page unless
+    // another thread still holds a live byte of it (see Reserve). It
+    // ignores ARC's order, which is why the worker tries to
     // keep free pages in reserve so that writers rarely come here. With the
     // spill tier the page goes to disk first; keys it could not take (their
     // key lock was busy, e.g. our own) are then evicted.
@@ -121,7 +122,7 @@ NodeShard::Reclaim NodeShard::ReclaimStep() {
         return Reclaim::kProgress;
       }
     }
-    if (EvictSparsestPage()) return Reclaim::kProgress;
+    if (EvictOldSparsePage()) return Reclaim::kProgress;
   }
   uint64_t live = 0;
   if (pool_.SparsestSealedPage(&live) != kNoPage) {
@@ -293,9 +294,9 @@ bool NodeShard::ReclaimIfExpired(const HashPair& h, uint32_t page,
   return erased;
 }
 
-bool NodeShard::EvictSparsestPage() {
+bool NodeShard::EvictOldSparsePage() {
   uint64_t live = 0;
-  const uint32_t page = pool_.SparsestSealedPage(&live);
+  const uint32_t page = pool_.EvictionCandidate(&live);
   if (page == kNoPage) return false;
   uint64_t frozen;
   if (!pool_.TryFreeze(page, &frozen)) return false;
