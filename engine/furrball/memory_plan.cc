@@ -46,7 +46,9 @@ constexpr uint64_t kKeyTableMappings = 5;
 // (docs/memory_bench.md, "Smaller pages at middle budgets"). A node of 256
 // to 511 pages scans no more page metadata (64 B a page) per reclaim step
 // than a 1 GiB node with 2 MiB pages always did. Values above an eighth of
-// a page are chunked (chunked_value.h): at 64 MiB those over 32 KiB.
+// a page are chunked (chunked_value.h): at 64 MiB those over 32 KiB, a
+// 1 MiB value in 33 chunks, which stay whole only because a writer evicts
+// the oldest of the sparsest pages (PagePool::EvictionCandidate).
 constexpr uint64_t kDefaultPageSize = uint64_t{2} << 20;
 constexpr uint64_t kPagesWanted = 256;
 // The fewest key slots a node is given.

@@ -75,7 +75,8 @@
 // or evictor may take the KeyMeta off an entry whose writer has not
 // published yet): the live word is modular, so the pair nets out, and while
 // the writer's pending count is up nobody uses the word for a decision
-// (TryFreeze, SparsestSealedPage and FullestSealedPage skip such pages).
+// (TryFreeze, SparsestSealedPage, EvictionCandidate and FullestSealedPage
+// skip such pages).
 // Hence: a page with a KeyMeta pointing into it has
 // live > 0 or pending > 0, so it is never recycled under a reader's feet;
 // a reader holding a stale KeyMeta may copy bytes of a recycled page, but
