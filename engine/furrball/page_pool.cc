@@ -357,12 +357,9 @@ uint32_t PagePool::SparsestSealedPage(uint64_t* live_bytes) const {
 }
 
 uint32_t PagePool::EvictionCandidate(uint64_t* live_bytes) const {
-  uint64_t sparsest = 0;
-  if (SparsestSealedPage(&sparsest) == kNoPage) {
-    *live_bytes = 0;
-    return kNoPage;
-  }
   *live_bytes = 0;
+  uint64_t sparsest = 0;
+  if (SparsestSealedPage(&sparsest) == kNoPage) return kNoPage;
   // Ages are counted back from now, so that the open count may wrap.
   const uint32_t now = open_count_.load(std::memory_order_relaxed);
   uint32_t best = kNoPage;
