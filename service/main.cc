@@ -56,8 +56,9 @@ ABSL_FLAG(uint64_t, expected_item_bytes,
           "value pages first.");
 ABSL_FLAG(uint64_t, page_kb, furrballs::FurrBallOptions{}.page_size_bytes >> 10,
           "Page size in KiB (the unit of placement, compaction and spill); 0 "
-          "= chosen from the budget: 2048, smaller for small budgets (at "
-          "least 64), larger past 65536 pages a node (128 GiB); else a power "
+          "= chosen from the budget: a 256th of a node's share rounded down "
+          "to a power of two, 64 to 2048 (2048 from 512 MiB a node), larger "
+          "past 65536 pages a node (128 GiB); else a power "
           "of two from 64 to 65536 that gives a node at most 65536 pages. "
           "Values over an eighth of a page are stored in chunks.");
 ABSL_FLAG(int, nodes, 0,

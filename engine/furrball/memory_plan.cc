@@ -35,17 +35,22 @@ using furrball_internal::PagePool;
 // The key table's arrays (CMap's control bytes and slots, ARC's arena,
 // key records and index), each its own mapping rounded up to an OS page.
 constexpr uint64_t kKeyTableMappings = 5;
-// The default page size is kept while a node gets kPagesAtDefaultSize of
-// them; a smaller share gets pages small enough for kPagesWanted. The
-// reclaimer's fixed needs (the free-page reserve, the open current,
-// relocation and staging pages, dead bytes until a drain) are whole pages,
-// so a small pool wants many: with 64 rather than 32 pages, 4 and 8 MiB
-// held 3-5 points more live data and hit 1-2 points more
-// (docs/memory_bench.md). At 64 MiB 2 MiB pages are kept: 1 MiB pages
-// touched 6 MiB more memory filling 64-byte values.
+// A node gets pages of the largest power of two up to kDefaultPageSize of
+// which its share holds kPagesWanted, never smaller than kMinPageSize. What
+// never holds data is counted in whole pages: the open current, relocation
+// and staging pages, the free-page reserve's floor (two pages), the value
+// pages a key-table growth retires, a whole page evicted at a time. Until
+// 2026-11-24 a node kept 2 MiB pages while it got 32 of them, else got 64:
+// at 64 MiB an engine-level fill (bench/memory/engine_fill) then held 5%
+// more keys of 1 KiB and 12% more of 64 B with 256 pages of 256 KiB
+// (docs/memory_bench.md, "Smaller pages at middle budgets"). A node of 256
+// to 511 pages scans no more page metadata (64 B a page) per reclaim step
+// than a 1 GiB node with 2 MiB pages always did. Values above an eighth of
+// a page are chunked (chunked_value.h): at 64 MiB those over 32 KiB, a
+// 1 MiB value in 33 chunks, which stay whole only because a writer evicts
+// the oldest of the sparsest pages (PagePool::EvictionCandidate).
 constexpr uint64_t kDefaultPageSize = uint64_t{2} << 20;
-constexpr uint64_t kPagesAtDefaultSize = 32;
-constexpr uint64_t kPagesWanted = 64;
+constexpr uint64_t kPagesWanted = 256;
 // The fewest key slots a node is given.
 constexpr uint64_t kMinKeys = 64;
 
@@ -129,12 +134,11 @@ static_assert(kMaxPageSize <= kMaxKeyMetaOffset,
 // only the budget decides. A share too large for kMaxPagesPerNode default
 // pages (128 GiB) gets the smallest larger pages that keep within it.
 uint32_t AutoPageSize(uint64_t share) {
-  if (share / kDefaultPageSize >= kPagesAtDefaultSize) {
-    uint64_t page = kDefaultPageSize;
+  uint64_t page = kDefaultPageSize;
+  if (share / page >= kPagesWanted) {
     while (page < kMaxPageSize && share / page > kMaxPagesPerNode) page *= 2;
     return static_cast<uint32_t>(page);
   }
-  uint64_t page = kDefaultPageSize / 2;
   while (page > kMinPageSize && share / page < kPagesWanted) page /= 2;
   return static_cast<uint32_t>(page);
 }

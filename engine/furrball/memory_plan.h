@@ -55,12 +55,16 @@
 // do not pay for the peak) and gives back those the finished table no
 // longer needs.
 //
-// The page size, when not set, follows the budget alone: 2 MiB while a
-// node gets 32 such pages, else the largest power of two that gives it 64
-// (room for the reclaimer to compact), but never smaller than
-// kMinPageSize. Values
-// too large for an eighth of a page are stored in chunks (chunked_value.h),
-// so max_value_bytes plays no part.
+// The page size, when not set, follows the budget alone: the largest power
+// of two up to 2 MiB of which a node's share holds 256 pages, never smaller
+// than kMinPageSize (64 KiB up to a 16 MiB share, 256 KiB at 64 MiB, 1 MiB
+// at 256 MiB, 2 MiB from 512 MiB, larger only past 2^16 pages). What never
+// holds data (the open and staging pages, the free-page reserve's floor,
+// retired pages, a whole page evicted at once) comes in whole pages, so
+// smaller pages leave more of a middle budget to live entries
+// (docs/memory_bench.md, "Smaller pages at middle budgets"). Values too
+// large for an eighth of a page are stored in chunks (chunked_value.h), so
+// max_value_bytes plays no part.
 #ifndef FURRBALLS_ENGINE_FURRBALL_MEMORY_PLAN_H_
 #define FURRBALLS_ENGINE_FURRBALL_MEMORY_PLAN_H_
 

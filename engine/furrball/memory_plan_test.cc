@@ -110,13 +110,21 @@ TEST(MemoryPlanTest, PageSizeFollowsTheBudgetNotTheLargestValue) {
     ASSERT_TRUE(ball.ok()) << ball.status();
     EXPECT_EQ((*ball)->memory_plan().page_size, plan->page_size);
   }
-  // A node with 32 pages of 2 MiB keeps them; below that a node gets 64.
-  for (const Case& c : {Case{64, 1}, Case{256, 2}, Case{32, 1}, Case{16, 4}}) {
+  // A node gets 256 pages of the largest power of two up to 2 MiB (a 256th
+  // of its share), never smaller than 64 KiB.
+  struct Sized {
+    uint64_t mib;
+    int nodes;
+    uint32_t page_kib;
+  };
+  for (const Sized& c : {Sized{8, 1, 64}, Sized{16, 4, 64}, Sized{32, 1, 128},
+                         Sized{64, 1, 256}, Sized{100, 1, 256},
+                         Sized{256, 2, 512}, Sized{256, 1, 1024},
+                         Sized{512, 1, 2048}, Sized{4096, 1, 2048}}) {
     FurrBallOptions o = Options(c.mib, c.nodes);
     absl::StatusOr<MemoryPlan> plan = PlanMemory(o, c.nodes);
     ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_EQ(plan->page_size,
-              c.mib / c.nodes >= 64 ? 2u << 20 : (c.mib / c.nodes) << 14)
+    EXPECT_EQ(plan->page_size, c.page_kib << 10)
         << c.mib << " MiB on " << c.nodes;
   }
   FurrBallOptions o = Options(4, 1);

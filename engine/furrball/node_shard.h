@@ -622,7 +622,9 @@ class NodeShard {
   bool DrainSparsest(uint64_t max_live_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   bool RelocateStaging() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
-  bool EvictSparsestPage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
+  // Evicts the page PagePool::EvictionCandidate names; true if it was
+  // recycled.
+  bool EvictOldSparsePage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);
   // Erases every live key of frozen page `page`; true if it was recycled.
   bool EvictFrozen(uint32_t page, uint64_t frozen_state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(reclaim_mu_);

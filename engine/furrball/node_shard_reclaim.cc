@@ -101,9 +101,10 @@ NodeShard::Reclaim NodeShard::ReclaimStep() {
     return Reclaim::kProgress;
   }
   if (config_.eviction_enabled) {
-    // Whole-page eviction of the sparsest page: bounded work that frees a
-    // page unless another thread still holds a live byte of it (see
-    // Reserve). It ignores ARC's order, which is why the worker tries to
+    // Whole-page eviction of the oldest of the sparsest pages
+    // (PagePool::EvictionCandidate): bounded work that frees a page unless
+    // another thread still holds a live byte of it (see Reserve). It
+    // ignores ARC's order, which is why the worker tries to
     // keep free pages in reserve so that writers rarely come here. With the
     // spill tier the page goes to disk first; keys it could not take (their
     // key lock was busy, e.g. our own) are then evicted.
@@ -121,7 +122,7 @@ NodeShard::Reclaim NodeShard::ReclaimStep() {
         return Reclaim::kProgress;
       }
     }
-    if (EvictSparsestPage()) return Reclaim::kProgress;
+    if (EvictOldSparsePage()) return Reclaim::kProgress;
   }
   uint64_t live = 0;
   if (pool_.SparsestSealedPage(&live) != kNoPage) {
@@ -293,9 +294,9 @@ bool NodeShard::ReclaimIfExpired(const HashPair& h, uint32_t page,
   return erased;
 }
 
-bool NodeShard::EvictSparsestPage() {
+bool NodeShard::EvictOldSparsePage() {
   uint64_t live = 0;
-  const uint32_t page = pool_.SparsestSealedPage(&live);
+  const uint32_t page = pool_.EvictionCandidate(&live);
   if (page == kNoPage) return false;
   uint64_t frozen;
   if (!pool_.TryFreeze(page, &frozen)) return false;
@@ -362,8 +363,9 @@ uint32_t NodeShard::RefillTarget() const {
   // that holds no data: with 1/16 (until 2026-11-24) the 55-57 pages of a
   // 4 or 8 MiB node kept 3 free; 2 held 1-2 points more of the budget live
   // there, 2-3 more at 128 and 256 MiB, with hit ratios as high
-  // (docs/memory_bench.md, "Small budgets at 80%"); 64 MiB (at most 32
-  // pages) keeps 2 either way.
+  // (docs/memory_bench.md, "Small budgets at 80%"). The fraction keeps the
+  // reserve's bytes a share of the node's whatever the page size; the
+  // floor is whole pages, which smaller pages make cheaper (memory_plan.cc).
   return std::max<uint32_t>(
       kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
       pool_.pages_in_service() / 32);

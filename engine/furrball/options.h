@@ -57,10 +57,10 @@ struct FurrBallOptions {
   size_t memory_budget_bytes = size_t{256} << 20;
 
   // Size of one page, the unit of placement, compaction and spilling: 0 =
-  // chosen from the budget (2 MiB, smaller for small budgets); else a power
-  // of two between 64 KiB and 64 MiB. Any max_value_bytes works with any
-  // page size: values larger than an eighth of a page are stored in chunks
-  // (chunked_value.h).
+  // chosen from the budget (256 pages a node, of up to 2 MiB and at least
+  // 64 KiB: memory_plan.h); else a power of two between 64 KiB and 64 MiB.
+  // Any max_value_bytes works with any page size: values larger than an
+  // eighth of a page are stored in chunks (chunked_value.h).
   size_t page_size_bytes = 0;
 
   // Number of nodes to run on. 0 = every node the process may use (real

@@ -62,6 +62,9 @@ bool PagePool::TryBump(uint32_t page, uint32_t capacity, Reservation* out,
 }
 
 void PagePool::Open(uint32_t page, PageTier tier) {
+  pages_[page].opened.store(
+      open_count_.fetch_add(1, std::memory_order_relaxed),
+      std::memory_order_relaxed);
   pages_[page].state.store(PageState::Make(tier, true, 0),
                            std::memory_order_release);
 }
@@ -326,26 +329,54 @@ uint32_t PagePool::staging_room() const {
   return page_size_ - PageState::Used(w);
 }
 
+bool PagePool::SealedWithLiveBytes(uint32_t i, uint64_t* live_bytes) const {
+  if (i == staging_page()) return false;
+  const uint64_t w = pages_[i].state.load(std::memory_order_relaxed);
+  const PageTier tier = PageState::Tier(w);
+  if (PageState::IsOpen(w) || PageState::Pending(w) != 0 ||
+      tier == PageTier::kEmpty || tier == PageTier::kFreeze ||
+      tier == PageTier::kRetired) {
+    return false;
+  }
+  *live_bytes = pages_[i].live.load(std::memory_order_relaxed) & 0xffffffffull;
+  return true;
+}
+
 uint32_t PagePool::SparsestSealedPage(uint64_t* live_bytes) const {
   uint32_t best = kNoPage;
   uint64_t best_live = UINT64_MAX;
   for (uint32_t i = 0; i < page_count_; ++i) {
-    if (i == staging_page()) continue;
-    const uint64_t w = pages_[i].state.load(std::memory_order_relaxed);
-    const PageTier tier = PageState::Tier(w);
-    if (PageState::IsOpen(w) || PageState::Pending(w) != 0 ||
-        tier == PageTier::kEmpty || tier == PageTier::kFreeze ||
-        tier == PageTier::kRetired) {
-      continue;
-    }
-    const uint64_t live =
-        pages_[i].live.load(std::memory_order_relaxed) & 0xffffffffull;
-    if (live < best_live) {
+    uint64_t live;
+    if (SealedWithLiveBytes(i, &live) && live < best_live) {
       best = i;
       best_live = live;
     }
   }
   *live_bytes = best == kNoPage ? 0 : best_live;
+  return best;
+}
+
+uint32_t PagePool::EvictionCandidate(uint64_t* live_bytes) const {
+  *live_bytes = 0;
+  uint64_t sparsest = 0;
+  if (SparsestSealedPage(&sparsest) == kNoPage) return kNoPage;
+  // Ages are counted back from now, so that the open count may wrap.
+  const uint32_t now = open_count_.load(std::memory_order_relaxed);
+  uint32_t best = kNoPage;
+  uint32_t best_age = 0;
+  for (uint32_t i = 0; i < page_count_; ++i) {
+    uint64_t live;
+    if (!SealedWithLiveBytes(i, &live) || live > sparsest + page_size_ / 8) {
+      continue;
+    }
+    const uint32_t age =
+        now - pages_[i].opened.load(std::memory_order_relaxed);
+    if (best == kNoPage || age > best_age) {
+      best = i;
+      best_age = age;
+      *live_bytes = live;
+    }
+  }
   return best;
 }
 

@@ -75,7 +75,8 @@
 // or evictor may take the KeyMeta off an entry whose writer has not
 // published yet): the live word is modular, so the pair nets out, and while
 // the writer's pending count is up nobody uses the word for a decision
-// (TryFreeze, SparsestSealedPage and FullestSealedPage skip such pages).
+// (TryFreeze, SparsestSealedPage, EvictionCandidate and FullestSealedPage
+// skip such pages).
 // Hence: a page with a KeyMeta pointing into it has
 // live > 0 or pending > 0, so it is never recycled under a reader's feet;
 // a reader holding a stale KeyMeta may copy bytes of a recycled page, but
@@ -185,6 +186,9 @@ struct alignas(kCacheLineSize) Page {
   std::atomic<uint64_t> state{PageState::Make(PageTier::kEmpty, false, 0)};
   std::atomic<uint64_t> live{0};  // bytes (low 32) | entries (high 32)
   std::atomic<uint32_t> generation{0};
+  // The pool's open count when the page was last opened (PagePool::Open;
+  // relaxed: an eviction's hint of the page's age, modulo 2^32).
+  std::atomic<uint32_t> opened{0};
   uint8_t* data = nullptr;  // set at construction, then immutable
 };
 static_assert(sizeof(Page) == kCacheLineSize,
@@ -344,6 +348,15 @@ class PagePool {
   // bytes, excluding the current, staging and relocation pages; kNoPage if
   // none. Its live bytes go to *live_bytes.
   uint32_t SparsestSealedPage(uint64_t* live_bytes) const;
+  // The page a writer with no room evicts whole: of the pages
+  // SparsestSealedPage chooses from whose live bytes are within an eighth
+  // of a page of the sparsest's, the one opened longest ago; kNoPage if
+  // none. Its live bytes go to *live_bytes. Pages of equal fill are
+  // evicted oldest first, so a value's chunks, written together, go
+  // together, and recent entries stay (docs/memory_bench.md, "Smaller
+  // pages at middle budgets": picking by live bytes alone evicted pages of
+  // any age, and 256 KiB pages at 64 MiB then held no whole 1 MiB value).
+  uint32_t EvictionCandidate(uint64_t* live_bytes) const;
   // The sealed, walkable page of tier `tier` with the most live bytes;
   // kNoPage if none has any. Its live bytes go to *live_bytes.
   uint32_t FullestSealedPage(PageTier tier, uint64_t* live_bytes) const;
@@ -394,9 +407,15 @@ class PagePool {
   void PushFree(uint32_t page);
   void Recycle(uint32_t page);
 
+  // Whether page i is one SparsestSealedPage chooses from; its live bytes
+  // go to *live_bytes.
+  bool SealedWithLiveBytes(uint32_t i, uint64_t* live_bytes) const;
+
   const uint32_t page_count_;
   const uint32_t page_size_;
   std::pmr::vector<Page> pages_;
+  // Pages opened so far (Page::opened), modulo 2^32.
+  std::atomic<uint32_t> open_count_{0};
 
   // The page Sets bump into. Swapped only under rotate_lock_ so that many
   // writers finding it full at once open one fresh page, not one each.

@@ -307,6 +307,59 @@ TEST(PagePoolTest, SparsestSealedPageIgnoresOpenPages) {
   EXPECT_EQ(live, kPageSize / 4);
 }
 
+// Fills the current page with four entries of a quarter page, the first
+// `live` of them published; returns the page (still open until the next
+// reservation rotates it).
+uint32_t FillCurrentPage(PagePool& pool, int live, uint64_t first_key) {
+  Reservation r;
+  ReserveSource src;
+  uint64_t waste;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(pool.ReserveOnCurrent(kPageSize / 4, &r, &src, &waste));
+    WriteEntry(pool.EntryAt(r.page, r.offset), H(first_key + i), "",
+               r.capacity);
+    if (i < live) pool.Publish(r.page, r.capacity);
+    pool.EndWrite(r.page);
+  }
+  return r.page;
+}
+
+// A writer with no room evicts whole pages oldest first among the sparsest
+// (within an eighth of a page): a page recycled and refilled is the newest
+// whatever its index. SparsestSealedPage, which chose before, takes the
+// lowest index among equals: the newest page here. With 256 KiB pages at
+// 64 MiB that choice left no 1 MiB value whole (its 33 chunks spread over
+// pages of every age; docs/memory_bench.md, "Smaller pages at middle
+// budgets").
+TEST(PagePoolTest, EvictionTakesTheOldestOfTheSparsestPages) {
+  Block block(8);
+  PagePool pool(block.data, 8, kPageSize, std::pmr::new_delete_resource());
+  const uint32_t first = FillCurrentPage(pool, 4, 0);
+  const uint32_t second = FillCurrentPage(pool, 4, 10);
+  const uint32_t third = FillCurrentPage(pool, 4, 20);
+  // Empty the first page and fill it again: it becomes the newest.
+  for (int i = 0; i < 4; ++i) pool.Unpublish(first, kPageSize / 4);
+  ASSERT_EQ(pool.RecycleDeadPages(), 1u);
+  // The free list is a stack: the recycled page is the next one opened.
+  ASSERT_EQ(FillCurrentPage(pool, 4, 30), first);
+  FillCurrentPage(pool, 4, 40);  // seals the refilled page
+  uint64_t live = 0;
+  ASSERT_EQ(pool.SparsestSealedPage(&live), first) << "ties: lowest index";
+  EXPECT_EQ(pool.EvictionCandidate(&live), second);
+  EXPECT_EQ(live, kPageSize);
+  // A page sparser by more than an eighth of a page goes first, however
+  // new: eviction still frees the most room for the live bytes it drops.
+  for (int i = 0; i < 2; ++i) pool.Unpublish(first, kPageSize / 4);
+  EXPECT_EQ(pool.EvictionCandidate(&live), first);
+  EXPECT_EQ(live, kPageSize / 2);
+  // Within an eighth, age decides.
+  pool.Unpublish(third, kPageSize / 16);
+  pool.Unpublish(second, kPageSize / 16);
+  for (int i = 0; i < 2; ++i) pool.Publish(first, kPageSize / 4);
+  EXPECT_EQ(pool.EvictionCandidate(&live), second);
+  EXPECT_EQ(live, kPageSize - kPageSize / 16);
+}
+
 // Many threads bump the same pages; every reservation must be disjoint and
 // every entry must read back intact after all writers finished.
 // Resident 4 KiB pages of pool page `page`, from mincore(2).
