@@ -377,7 +377,9 @@ TEST(ArcFlatListsTest, GrowthOfAFullArenaKeepsEverySlot) {
     const ArcList want =
         i < c ? ArcList::kT1 : i < 2 * c ? ArcList::kB2 : ArcList::kT2;
     ASSERT_EQ(lists.Where(keys[i]), want) << i;
-    if (IsResident(want)) ASSERT_EQ(lists.key(lists.Find(keys[i])), keys[i]);
+    if (IsResident(want)) {
+      ASSERT_EQ(lists.key(lists.Find(keys[i])), keys[i]);
+    }
   }
   while (!lists.GrowStep(100)) {
   }
