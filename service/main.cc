@@ -4,13 +4,11 @@
 // names work in a config file (`--flagfile=path`, one `--name=value` per
 // line) and as environment variables FURRBALLS_<NAME> (upper case), with the
 // precedence command line > flagfile > environment > default.
-#include <malloc.h>
 #include <signal.h>
 
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +32,7 @@
 #include "service/malloc_settings.h"
 #include "service/server.h"
 #include "service/startup_pages.h"
+#include "service/startup_report.h"
 
 ABSL_FLAG(std::string, listen_address, "127.0.0.1:50051",
           "host:port for gRPC. Loopback by default; 0.0.0.0:50051 to serve "
@@ -511,120 +510,6 @@ absl::StatusOr<std::string> ChooseHashSecret(ServerOptions* options) {
   return absl::InternalError("unknown secret origin");
 }
 
-void PrintConfiguration(const Server& server, const std::string& secret) {
-  std::printf("furrballs: effective configuration\n");
-  std::map<std::string, std::string> flags;
-  for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (flag->Filename().find("service/main.cc") == std::string::npos) {
-      continue;
-    }
-    flags[std::string(name)] = flag->CurrentValue();
-  }
-  for (const auto& [name, value] : flags) {
-    std::printf("  --%s=%s\n", name.c_str(), value.c_str());
-  }
-  const FurrBall& engine = *server.engine();
-  std::printf("furrballs: %s\n", engine.TopologySummary().c_str());
-  // The secret in use, which a warm restart may have taken from the
-  // previous run's manifest.
-  const FurrBallOptions& eo = engine.options();
-  const HashSecret in_use = eo.hash_secret.has_value()
-                                 ? *eo.hash_secret
-                                 : KeyHasher(eo.hash_seed).secret();
-  const std::string origin =
-      absl::GetFlag(FLAGS_hash_seed).has_value() && eo.hash_secret.has_value()
-          ? "kept from the previous run's manifest (--hash_seed applies to "
-            "a cold start)"
-          : secret;
-  std::printf("furrballs: hash secret %s, fingerprint %016llx\n",
-              origin.c_str(),
-              static_cast<unsigned long long>(HashSecretFingerprint(in_use)));
-  const MemoryPlan& plan = engine.memory_plan();
-  std::printf(
-      "furrballs: %d node(s)%s, %zu MiB per node, mapped %zu MiB of %zu MiB "
-      "budget (metadata %zu MiB)\nfurrballs: memory: %s\n",
-      engine.node_count(),
-      engine.options().simulate_topology ? " (simulated)" : "",
-      static_cast<size_t>(plan.node_budget_bytes >> 20),
-      static_cast<size_t>(
-          (engine.MetadataBytes() + engine.node_count() * plan.value_bytes()) >>
-          20),
-      engine.options().memory_budget_bytes >> 20,
-      engine.MetadataBytes() >> 20, plan.Summary().c_str());
-  const ServerOptions& o = server.options();
-  std::printf("furrballs: malloc: blocks of %zu KiB and more mapped on their "
-              "own, heap tops trimmed past %zu KiB (fixed thresholds, so that "
-              "request buffers leave the RSS when freed)\n",
-              kMallocMmapThresholdBytes >> 10, kMallocTrimThresholdBytes >> 10);
-  // What requests may hold beside the budget, in one place.
-  std::printf("furrballs: requests: beside --memory_mb, up to %zu MiB of unary "
-              "requests served at once (--max_in_flight_mb; 0: no cap) and "
-              "%zu MiB of gRPC buffers (--grpc_memory_mb; 0: no quota)\n",
-              o.stream_limits.max_in_flight_bytes >> 20,
-              o.grpc_memory_bytes >> 20);
-  std::printf("furrballs: gRPC callback threads: %d of gRPC's %d serve, %d "
-              "parked (--grpc_callback_threads)\n",
-              CallbackThreadLimit::GrpcCallbackThreads() -
-                  server.parked_callback_threads(),
-              CallbackThreadLimit::GrpcCallbackThreads(),
-              server.parked_callback_threads());
-  std::printf("furrballs: %s\n", server.tls_summary().c_str());
-  if (const TokenAuthenticator* auth = server.auth()) {
-    std::printf("furrballs: auth: %zu read-write, %zu read-only token(s) "
-                "from %s\n",
-                auth->read_write_tokens(), auth->read_only_tokens(),
-                auth->path().c_str());
-  } else {
-    std::printf("furrballs: auth: none (no --auth_token_file): every client "
-                "may read and write\n");
-  }
-  if (server.health_port() != 0) {
-    std::printf("furrballs: plaintext grpc.health.v1 on %s (port %d)\n",
-                o.health_address.c_str(), server.health_port());
-  }
-  if (!o.tls.enabled() && o.auth_token_file.empty() &&
-      !absl::StartsWith(o.listen_address, "127.") &&
-      !absl::StartsWith(o.listen_address, "localhost:") &&
-      !absl::StartsWith(o.listen_address, "[::1]:")) {
-    std::printf("furrballs: warning: %s is served in plaintext without "
-                "tokens; whoever reaches it can read and write every key "
-                "(docs/security.md)\n",
-                o.listen_address.c_str());
-  }
-}
-
-// glibc's malloc_info (every arena's free chunks, its heaps, the memory
-// mapped for large chunks) on stderr, between two marker lines.
-void PrintAllocatorState() {
-  std::fprintf(stderr, "furrballs: allocator state (SIGUSR1):\n");
-#ifdef __GLIBC__
-  malloc_info(0, stderr);
-#endif
-  std::fprintf(stderr, "furrballs: end of allocator state\n");
-  std::fflush(stderr);
-}
-
-// The last start-up line, which harnesses wait for (bench/peers/servers.py).
-void PrintServing(const Server& server) {
-  const ServerOptions& o = server.options();
-  // grpcurl sends no token and, with TLS, needs the CA; the hint says so.
-  const std::string grpcurl =
-      o.tls.enabled()
-          ? absl::StrCat("grpcurl -cacert <CA of ", o.tls.cert_file, ">",
-                         o.tls.client_ca_file.empty()
-                             ? ""
-                             : " -cert <client.crt> -key <client.key>")
-          : std::string("grpcurl -plaintext");
-  std::printf(
-      "furrballs: serving furrballs.v1.Cache on 127.0.0.1:%d (listen %s); "
-      "try: %s%s -d '{\"key\":\"aGk=\",\"value\":\"dGhlcmU=\"}' "
-      "localhost:%d furrballs.v1.Cache/Set\n",
-      server.port(), o.listen_address.c_str(), grpcurl.c_str(),
-      o.auth_token_file.empty() ? "" : " -H 'authorization: Bearer <token>'",
-      server.port());
-  std::fflush(stdout);
-}
-
 // The engine names its options (FurrBallOptions) in the errors of its
 // start-up checks; a user of this binary set flags. Rewrites the options
 // that flags set in the same unit into those flags' names ("max_key_bytes
@@ -719,7 +604,8 @@ int Main(int argc, char** argv) {
     }
     exporter = std::move(*started);
   }
-  PrintConfiguration(**server, *secret);
+  PrintConfiguration(**server, *secret,
+                     absl::GetFlag(FLAGS_hash_seed).has_value());
   // Start-up is over: what it mapped of the code and never runs again
   // leaves the RSS (startup_pages.h), before the line that says we serve.
   absl::StatusOr<ReleasedPages> released = ReleaseStartUpPages();
