@@ -34,8 +34,9 @@ struct BackendConfig {
   size_t value_bytes = 0;
   uint64_t record_count = 0;
   int threads = 1;
-  // FurrBallOptions::max_keys_per_node: 0 = budget / (value bytes + its
-  // 24-byte entry header), -1 = the engine's default, N > 0 = N.
+  // FurrBallOptions::max_keys_per_node: 0 = planned for entries of exactly
+  // this key and value size (expected_entry_bytes), -1 = the engine's
+  // default, N > 0 = N.
   int64_t furrball_keys_per_node = 0;
 };
 

@@ -8,10 +8,11 @@
 // timed call, as every peer hashes its own key. The cache is opened with
 // memory_budget_bytes = the budget (its value pages; metadata comes on top and
 // is reported in the note), the default page size and routing, real topology,
-// and, unless BackendConfig::furrball_keys_per_node says otherwise, key slots for the
-// budget's worth of entries of this value size (budget / (value + FurrBall's
-// 24-byte entry header)) per node, as the HyperClockCache peer is told its
-// exact entry charge.
+// and, unless BackendConfig::furrball_keys_per_node says otherwise, a memory
+// plan for entries of exactly this key and value size (expected_entry_bytes:
+// the planner adds the entry header and divides the budget between key
+// table and pages), as the HyperClockCache peer is told its exact entry
+// charge.
 #ifndef FURRBALLS_BENCH_ENGINE_FURRBALL_BACKEND_H_
 #define FURRBALLS_BENCH_ENGINE_FURRBALL_BACKEND_H_
 

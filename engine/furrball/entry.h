@@ -9,10 +9,8 @@
 // Layout. A page is a sequence of entries laid end to end from offset 0 up to
 // the page's bump pointer. Each entry is
 //
-//   word 0   H1 of the key's HashPair
-//   word 1   H2
-//   word 2   value size (low 32 bits) | capacity (high 32 bits)
-//   word 3.. the payload, zero-padded to a multiple of 8
+//   word 0   payload size (low 32 bits) | capacity (high 32 bits)
+//   word 1.. the payload, zero-padded to a multiple of 8
 //
 // The payload is the key and its value (issue 13, goal 5):
 //
@@ -31,17 +29,39 @@
 // moves entries (relocation, drain, spill, reload, warm restart) treats the
 // payload as opaque bytes; the header's size is the payload's size.
 //
-// capacity is the entry's footprint in bytes (header + value + padding), a
-// multiple of 8, so an entry at offset o is followed by one at o + capacity.
-// Walking a page from 0 therefore enumerates its entries without any
-// per-page key index (the report's KeyIndex), and whether an entry is live is
-// answered by the CMap: it is iff the key's KeyMeta points at this page,
-// generation and offset. Relocation, page drain, TTL reclamation and (later)
-// whole-page spill all use that walk; a spilled page is its own PageBlob.
+// No hash in the header (until 2026-11-25 words 0 and 1 held H1 and H2, 16
+// bytes per key). An entry's HashPair is the node's KeyHasher applied to
+// the key in its payload, a chunk's internal key included (chunked_value.h
+// hashes it with the same hasher), so a page walker that needs the hash to
+// find the entry's slot recomputes it (NodeShard::ForEachKeyedEntry). This
+// relies on every entry having been written under the hash of its own key,
+// which the engine's callers guarantee (FurrBall's KeyRef). Nothing on the
+// read path used the stored hash: a Get finds the entry through its KeyMeta
+// and trusts the bytes only after comparing the stored key with the one
+// asked for and re-checking the slot's seqlock (node_shard.h, the Get
+// protocol). An entry written under another hash (a test's forced
+// collision) is not found by the walk: it counts as live in its page's live
+// word, so the page is not recycled under it (PagePool::FinishFreeze) until
+// the key's slot lets go of it; it is never misread as another key's.
+// The spill tier's PageBlob and the warm-restart manifest never held entry
+// headers (they keep their own per-key records), so their formats are
+// unchanged.
+//
+// capacity is the entry's footprint in bytes (header + payload + padding),
+// a multiple of 8, so an entry at offset o is followed by one at
+// o + capacity. Pages are at most 2^27 bytes (key_meta.h: 2^24 words), so
+// both fields fit 32 bits. Walking a page from 0 therefore enumerates its
+// entries without any per-page key index (the report's KeyIndex), and
+// whether an entry is live is answered by the CMap: it is iff the key's
+// KeyMeta points at this page, generation and offset. Relocation, page
+// drain, TTL reclamation and whole-page spill all use that walk; a spilled
+// page is its own PageBlob.
 //
 // An in-place overwrite may shrink the value; the capacity stays, so the
 // walk is unaffected and the spare bytes count as padding until the entry is
-// relocated, which writes it back with a tight footprint.
+// relocated, which writes it back with a tight footprint. It rewrites the
+// key with the same bytes, so a walker that reads the key while it runs
+// hashes the same key.
 //
 // Memory order. Stores are release and loads acquire. On x86-64 both are
 // plain MOVs (no fence, no locked instruction), so this costs only the
@@ -58,15 +78,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
-
-#include "engine/common/hash_pair.h"
 
 namespace furrballs {
 namespace furrball_internal {
 
 inline constexpr uint32_t kEntryAlignment = 8;
-inline constexpr uint32_t kEntryHeaderBytes = 24;
+inline constexpr uint32_t kEntryHeaderBytes = 8;
 static_assert(kEntryHeaderBytes % kEntryAlignment == 0,
               "the value must start on a word boundary for word copies");
 static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
@@ -108,8 +127,7 @@ constexpr uint64_t EntryFootprint(uint64_t value_size) {
 }
 
 struct EntryHeader {
-  HashPair hash;
-  uint32_t size = 0;      // value bytes
+  uint32_t size = 0;      // payload bytes
   uint32_t capacity = 0;  // footprint
 };
 
@@ -126,9 +144,7 @@ inline uint64_t LoadWord(const uint8_t* p) {
 
 inline EntryHeader ReadEntryHeader(const uint8_t* entry) {
   EntryHeader h;
-  h.hash.h1 = LoadWord(entry);
-  h.hash.h2 = LoadWord(entry + 8);
-  const uint64_t w = LoadWord(entry + 16);
+  const uint64_t w = LoadWord(entry);
   h.size = static_cast<uint32_t>(w);
   h.capacity = static_cast<uint32_t>(w >> 32);
   return h;
@@ -149,7 +165,7 @@ inline bool ReadEntryHeaderWithin(const uint8_t* entry, uint32_t offset,
 }
 
 inline void WriteSizeWord(uint8_t* entry, uint32_t size, uint32_t capacity) {
-  StoreWord(entry + 16, uint64_t{size} | (uint64_t{capacity} << 32));
+  StoreWord(entry, uint64_t{size} | (uint64_t{capacity} << 32));
 }
 
 // Writes `value` into the entry's value area, zero-padding the last word.
@@ -258,6 +274,21 @@ inline EntryKind PayloadKind(const uint8_t* entry, size_t* key_size) {
   return static_cast<EntryKind>(field >> kPayloadKindShift);
 }
 
+// Copies the key of the payload of `payload_size` bytes at `entry` into
+// *key; false if the payload is too short to hold one (an abandoned
+// reservation's, WriteDeadEntry). For a walker of a frozen page, whose
+// entries' keys no writer changes (see the layout above).
+inline bool PayloadKey(const uint8_t* entry, uint32_t payload_size,
+                       std::string* key) {
+  if (payload_size < kPayloadKeySizeBytes) return false;
+  size_t key_size = 0;
+  PayloadKind(entry, &key_size);
+  if (payload_size < PayloadSize(key_size, 0)) return false;
+  key->resize(key_size);
+  CopyPayloadRange(entry, kPayloadKeySizeBytes, key_size, key->data());
+  return true;
+}
+
 // Splits a payload held in memory (a spilled page's copy) into its key,
 // value and kind; false if it is too short to be one.
 inline bool SplitPayload(std::string_view payload, std::string_view* key,
@@ -274,34 +305,27 @@ inline bool SplitPayload(std::string_view payload, std::string_view* key,
 }
 
 // Writes a whole entry: value first, then the header.
-inline void WriteEntry(uint8_t* entry, const HashPair& hash,
-                       std::string_view value, uint32_t capacity) {
+inline void WriteEntry(uint8_t* entry, std::string_view value,
+                       uint32_t capacity) {
   WriteValueWords(entry, value);
-  StoreWord(entry, hash.h1);
-  StoreWord(entry + 8, hash.h2);
   WriteSizeWord(entry, static_cast<uint32_t>(value.size()), capacity);
 }
 
 // Writes a whole entry holding the payload of `key` and `value`: payload
 // first, then the header.
-inline void WriteKeyedEntry(uint8_t* entry, const HashPair& hash,
-                            std::string_view key, std::string_view value,
-                            uint32_t capacity,
+inline void WriteKeyedEntry(uint8_t* entry, std::string_view key,
+                            std::string_view value, uint32_t capacity,
                             EntryKind kind = EntryKind::kValue) {
   WritePayloadWords(entry, key, value, kind);
-  StoreWord(entry, hash.h1);
-  StoreWord(entry + 8, hash.h2);
   WriteSizeWord(entry,
                 static_cast<uint32_t>(PayloadSize(key.size(), value.size())),
                 capacity);
 }
 
 // Writes a header for a reservation that will never hold a published value
-// (the write was abandoned), so that the page stays walkable.
-inline void WriteDeadEntry(uint8_t* entry, const HashPair& hash,
-                           uint32_t capacity) {
-  StoreWord(entry, hash.h1);
-  StoreWord(entry + 8, hash.h2);
+// (the write was abandoned), so that the page stays walkable. Its payload
+// is empty, so a walk finds no key in it (PayloadKey).
+inline void WriteDeadEntry(uint8_t* entry, uint32_t capacity) {
   WriteSizeWord(entry, 0, capacity);
 }
 
@@ -322,17 +346,15 @@ inline void CopyValueOut(const uint8_t* entry, uint32_t size, char* dst) {
   }
 }
 
-// Copies the key's `size` value bytes from entry `src` to entry `dst` and
+// Copies the `size` payload bytes from entry `src` to entry `dst` and
 // writes dst's header with `capacity`. Used by relocation.
-inline void CopyEntry(const uint8_t* src, uint8_t* dst, const HashPair& hash,
-                      uint32_t size, uint32_t capacity) {
+inline void CopyEntry(const uint8_t* src, uint8_t* dst, uint32_t size,
+                      uint32_t capacity) {
   const size_t words = (size + kEntryAlignment - 1) / kEntryAlignment;
   for (size_t i = 0; i < words; ++i) {
     StoreWord(dst + kEntryHeaderBytes + 8 * i,
               LoadWord(src + kEntryHeaderBytes + 8 * i));
   }
-  StoreWord(dst, hash.h1);
-  StoreWord(dst + 8, hash.h2);
   WriteSizeWord(dst, size, capacity);
 }
 

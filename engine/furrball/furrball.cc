@@ -222,6 +222,7 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
       config.spill_reload_whole_page = options_.spill_reload_whole_page;
       config.spill_cold_pages = options_.spill_cold_pages;
       config.memory_plan = plan_;
+      config.hasher = hasher_;
 
       absl::StatusOr<NumaNodeMemoryResource*> resource =
           numatic_->NodeResource(router_.IdOf(i));

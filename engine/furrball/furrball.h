@@ -33,7 +33,11 @@ namespace furrballs {
 
 // A key and its keyed hash (FurrBall::Hash), computed once: the engine
 // routes and indexes by the hash and stores the key beside the value, so
-// that a Get compares it (entry.h). `key` must outlive the call.
+// that a Get compares it (entry.h). `key` must outlive the call. `hash`
+// must be Hash(key) for a Set: the engine's page walks (compaction,
+// eviction, spill) find an entry's slot by hashing its stored key, so an
+// entry written under another hash (only a test forcing a collision does
+// that) stays in memory until its slot lets go of it, never misread.
 struct KeyRef {
   HashPair hash;
   std::string_view key;

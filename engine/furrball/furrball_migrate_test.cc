@@ -5,7 +5,6 @@
 // LocateEntryForTesting names the moved entry (what the QEMU guest test asks
 // the kernel about).
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/furrball/clock.h"
+#include "engine/furrball/entry.h"
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/furrball_testing.h"
 #include "engine/furrball/migrate_policy.h"
@@ -23,6 +23,8 @@
 namespace furrballs {
 namespace {
 
+using furrball_internal::PayloadKey;
+using furrball_internal::ReadEntryHeader;
 using furrball_internal::SimpleMigratePolicy;
 
 FurrBallOptions MigrateOptions(RoutingPolicy routing) {
@@ -141,8 +143,8 @@ TEST_P(MigrateTest, AKeyReadFromTheOtherNodeMovesThereWithItsValueVersionAndTtl)
 
 // The accessor the QEMU guest test asks the kernel about (furrball_testing.h):
 // it names the node that holds the key and an address whose entry is the
-// key's (the entry's first word is the key's H1, entry.h), before and after
-// a move.
+// key's (the entry's payload holds the key, entry.h), before and after a
+// move.
 TEST_P(MigrateTest, LocateEntryForTestingFollowsTheMove) {
   std::unique_ptr<FurrBall> ball = MustOpen(MigrateOptions(GetParam()));
   const HashPair h = ball->Hash("k");
@@ -150,15 +152,16 @@ TEST_P(MigrateTest, LocateEntryForTestingFollowsTheMove) {
   EXPECT_EQ(LocateEntryForTesting(*ball, h).entry, nullptr);
   RunOnNode(*ball, 0, [&] { ASSERT_EQ(ball->Set("k", "v").error, Error::kOk); });
   const int home = ball->Stats()[0].live_keys == 1 ? 0 : 1;
-  const auto first_word = [](const void* entry) {
-    uint64_t word = 0;
-    std::memcpy(&word, entry, sizeof(word));
-    return word;
+  const auto stored_key = [](const void* entry) {
+    const uint8_t* e = static_cast<const uint8_t*>(entry);
+    std::string key;
+    EXPECT_TRUE(PayloadKey(e, ReadEntryHeader(e).size, &key));
+    return key;
   };
   const EntryPlacement before = LocateEntryForTesting(*ball, h);
   EXPECT_EQ(before.node, home);
   ASSERT_NE(before.entry, nullptr);
-  EXPECT_EQ(first_word(before.entry), h.h1);
+  EXPECT_EQ(stored_key(before.entry), "k");
 
   const int reads =
       SimpleMigratePolicy::kSamplePeriod * (SimpleMigratePolicy::kMoveRemote + 1);
@@ -168,7 +171,7 @@ TEST_P(MigrateTest, LocateEntryForTestingFollowsTheMove) {
   EXPECT_EQ(after.node, 1 - home);
   ASSERT_NE(after.entry, nullptr);
   EXPECT_NE(after.entry, before.entry);
-  EXPECT_EQ(first_word(after.entry), h.h1);
+  EXPECT_EQ(stored_key(after.entry), "k");
 }
 
 TEST_P(MigrateTest, KeysReadFromBothSidesDoNotPingPong) {

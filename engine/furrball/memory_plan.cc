@@ -242,6 +242,12 @@ uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
   return static_cast<uint32_t>(LargestFitting(least, most, fits));
 }
 
+uint32_t FreePageReserve(uint32_t pages_in_service, bool cold_pages) {
+  return std::max<uint32_t>(
+      furrball_internal::kRelocationReserve + (cold_pages ? 2 : 1),
+      pages_in_service / 128);
+}
+
 uint64_t MemoryBudgetForPages(const FurrBallOptions& o, int node_count,
                               uint32_t pages_per_node) {
   const uint64_t keys = o.max_keys_per_node;

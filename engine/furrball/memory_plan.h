@@ -216,6 +216,21 @@ struct KeyTableLoad {
 uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
                           uint32_t keep_free);
 
+// The free pages a node's worker keeps ahead of its writers
+// (NodeShard::RefillTarget), for `pages_in_service` pages: the relocation
+// reserve plus one (plus two with cold pages, so that the refill starts
+// while a COLD page can still be opened beyond the reserve), and 1/128 of
+// the pages in service on a node of more than 256 pages. A free page holds
+// no data and, once written, stays in the RSS: at 64 MiB (232 pages of
+// 256 KiB) the 1/32 kept until 2026-11-25 was 7 pages, 2.7% of the budget,
+// and the server's fill ended with all 7 free (its worker keeps up with a
+// fill over gRPC): 2 held 2.0-2.6% more keys of 1 KiB (docs/memory_bench.md,
+// "Every byte of the budget at 1 KiB"). A writer that finds no free page
+// frees one itself (the oldest of the sparsest pages), so the reserve is
+// about where evictions come from, not whether a write succeeds; 4 and
+// 8 MiB nodes kept 2 before as well.
+uint32_t FreePageReserve(uint32_t pages_in_service, bool cold_pages);
+
 // The smallest memory_budget_bytes for which PlanMemory gives each of
 // `node_count` nodes `pages_per_node` pages, for tests that need an exact
 // page count. REQUIRES: options.page_size_bytes and max_keys_per_node set.

@@ -393,6 +393,25 @@ TEST(MemoryPlanTest, BudgetForPagesGivesExactlyThosePages) {
   }
 }
 
+// The worker's free-page reserve is the relocation reserve plus one up to
+// 256 pages, whatever the page size: a free page holds no data (at 64 MiB,
+// 232 pages of 256 KiB, 1/32 of them kept 7 free, 2.7% of the budget and
+// about 1,200 keys of 1 KiB). Larger nodes keep 1/128 of their pages.
+TEST(MemoryPlanTest, TheFreePageReserveIsTwoPagesUpTo256) {
+  for (uint64_t mib : {4, 8, 64, 128, 256}) {
+    absl::StatusOr<MemoryPlan> plan = PlanMemory(Options(mib, 1), 1);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    SCOPED_TRACE(plan->Summary());
+    EXPECT_LE(plan->page_count, 256u);
+    EXPECT_EQ(FreePageReserve(plan->page_count, /*cold_pages=*/false),
+              furrball_internal::kRelocationReserve + 1);
+    EXPECT_EQ(FreePageReserve(plan->page_count, /*cold_pages=*/true),
+              furrball_internal::kRelocationReserve + 2);
+  }
+  EXPECT_EQ(FreePageReserve(512, false), 4u);
+  EXPECT_EQ(FreePageReserve(8192, false), 64u);
+}
+
 // The plan is what a cache really maps: value pages, key table, ARC and
 // every fixed structure of each shard stay inside the budget.
 TEST(MemoryPlanTest, AnOpenCacheMapsNoMoreThanItsBudget) {

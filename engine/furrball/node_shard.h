@@ -137,6 +137,14 @@
 // (Until issue 13, step 3 was a second full probe, Peek, comparing m2 with
 // m1; the argument below is the same.)
 //
+// No step reads a hash from the page: the entry header holds only the
+// payload's size and capacity (entry.h; H1 and H2 were there until
+// 2026-11-25, and no reader ever compared them). Step 2's key comparison
+// decides whose bytes these are, step 3 whether they are one image. The
+// page walkers, which have no KeyMeta to start from, hash the stored key
+// to find the slot (ForEachKeyedEntry) and then act only through that
+// slot's KeyMeta, as before.
+//
 // Why 4 proves the bytes are m1's. A KeyMeta names one immutable byte image:
 // every write of a key takes a version above the key's last one (see
 // "Versions"), and a relocation moves the key to a new (page, generation, offset)
@@ -348,6 +356,10 @@ struct ShardConfig {
   // The node's memory plan, for the key table's growth ("Pages out of
   // service" above). The default plan (key_ceiling 0) never grows.
   MemoryPlan memory_plan;
+  // The hash every key this shard stores was given (FurrBall::Hash): the
+  // page walkers recompute an entry's HashPair from its stored key with it,
+  // since the entry header keeps none (entry.h).
+  KeyHasher hasher;
 };
 
 class NodeShard {
@@ -586,6 +598,32 @@ class NodeShard {
   bool HeaderWithin(const KeyMeta& m, EntryHeader* out) const {
     return ReadEntryHeaderWithin(pool_.EntryAt(m.page, m.offset()), m.offset(),
                                  pool_.page_size(), out);
+  }
+  // The HashPair of the entry at `offset` of frozen `page` with header
+  // `header`: its stored key's hash (config_.hasher; entry.h keeps none).
+  // nullopt for an abandoned reservation, which holds no key. `key` is
+  // scratch space for the key's copy.
+  std::optional<HashPair> StoredHash(uint32_t page, uint32_t offset,
+                                     const EntryHeader& header,
+                                     std::string* key) const {
+    if (!PayloadKey(pool_.EntryAt(page, offset), header.size, key)) {
+      return std::nullopt;
+    }
+    return config_.hasher.Hash(*key);
+  }
+  // Calls fn(offset, header, hash) for each entry of frozen `page` that
+  // holds a key, in address order, until fn returns false (the page walk
+  // of the drain, eviction, spill and TTL reclamation); `hash` is
+  // StoredHash's.
+  template <typename Fn>
+  void ForEachKeyedEntry(uint32_t page, uint64_t frozen, Fn&& fn) const {
+    std::string key;
+    pool_.ForEachEntry(page, frozen,
+                       [&](uint32_t offset, const EntryHeader& header) {
+                         const std::optional<HashPair> h =
+                             StoredHash(page, offset, header, &key);
+                         return !h.has_value() || fn(offset, header, *h);
+                       });
   }
   // If the entry `m` names is a chunked head, copies its value into *out
   // (when out is given). REQUIRES: `m` still names the entry (the caller is

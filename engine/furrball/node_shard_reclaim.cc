@@ -202,15 +202,16 @@ bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
                        PageState::Tier(frozen) == PageTier::kCold;
   // The walk runs in this call, under the reclaim_mu_ its caller holds;
   // clang's lock analysis does not follow a lock into a lambda.
-  pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
-                                       const EntryHeader& header)
-                                       ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+  ForEachKeyedEntry(page, frozen, [&](uint32_t offset,
+                                      const EntryHeader& header,
+                                      const HashPair& h)
+                                      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const std::optional<KeyMeta> m = arc_->Peek(h);
     if (!m.has_value() || !PointsAt(*m, page, offset, generation)) {
       return true;  // dead entry
     }
-    if (m->Expired(now) && ReclaimIfExpired(header.hash, page, offset,
-                                            generation, now)) {
+    if (m->Expired(now) &&
+        ReclaimIfExpired(h, page, offset, generation, now)) {
       return true;
     }
     // The walk's size is a hint (an in-place write may change it; MoveEntry
@@ -224,8 +225,7 @@ bool NodeShard::DrainFrozen(uint32_t page, uint64_t frozen) {
                                                 &r)
                 : pool_.ReserveForRelocation(capacity, &r);
     if (!reserved) return false;  // no room
-    MoveEntry(header.hash, page, offset, generation, r,
-              Counter::kRelocations);
+    MoveEntry(h, page, offset, generation, r, Counter::kRelocations);
     return true;
   });
   const bool recycled = pool_.FinishFreeze(page, frozen);
@@ -250,7 +250,7 @@ bool NodeShard::MoveEntry(const HashPair& h, uint32_t page, uint32_t offset,
       // either finished (we copy its bytes) or is refused the slot and
       // looks again (it then finds the moved entry, see Set).
       CopyEntry(pool_.EntryAt(page, offset), pool_.EntryAt(r.page, r.offset),
-                h, before.size, r.capacity);
+                before.size, r.capacity);
       cur.page = r.page;
       cur.offset_words = KeyMeta::OffsetWords(r.offset);
       cur.generation = r.generation & kGenerationMask;
@@ -269,7 +269,7 @@ bool NodeShard::MoveEntry(const HashPair& h, uint32_t page, uint32_t offset,
   } else {
     // Evicted, overwritten elsewhere, grown in place or busy: the copy is
     // dead; keep the reservation walkable.
-    WriteDeadEntry(pool_.EntryAt(r.page, r.offset), h, r.capacity);
+    WriteDeadEntry(pool_.EntryAt(r.page, r.offset), r.capacity);
     pool_.EndWrite(r.page);
   }
   return moved;
@@ -309,16 +309,15 @@ bool NodeShard::EvictFrozen(uint32_t page, uint64_t frozen) {
   const uint32_t generation =
       pool_.page(page).generation.load(std::memory_order_relaxed);
   const uint64_t now = NowMs();
-  pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
-                                       const EntryHeader& header) {
-    const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+  ForEachKeyedEntry(page, frozen, [&](uint32_t offset, const EntryHeader&,
+                                      const HashPair& h) {
+    const std::optional<KeyMeta> m = arc_->Peek(h);
     if (m.has_value() && PointsAt(*m, page, offset, generation)) {
       // No key lock: an eviction may take any key at any time. If a writer
       // re-pointed the key meanwhile, that newer entry is what gets erased
       // and accounted; the cache just loses it a little earlier.
-      EraseAndAccount(header.hash, m->Expired(now)
-                                       ? Counter::kTtlExpirations
-                                       : Counter::kEvictionsCapacity);
+      EraseAndAccount(h, m->Expired(now) ? Counter::kTtlExpirations
+                                         : Counter::kEvictionsCapacity);
     }
     return true;
   });
@@ -357,18 +356,10 @@ bool NodeShard::RelocateStaging() {
 }
 
 uint32_t NodeShard::RefillTarget() const {
-  // 1/32 of the pages in service, at least the relocation reserve plus
-  // one; with cold pages plus two, so that the refill starts while a COLD
-  // page can still be opened beyond the reserve. Every free page is memory
-  // that holds no data: with 1/16 (until 2026-11-24) the 55-57 pages of a
-  // 4 or 8 MiB node kept 3 free; 2 held 1-2 points more of the budget live
-  // there, 2-3 more at 128 and 256 MiB, with hit ratios as high
-  // (docs/memory_bench.md, "Small budgets at 80%"). The fraction keeps the
-  // reserve's bytes a share of the node's whatever the page size; the
-  // floor is whole pages, which smaller pages make cheaper (memory_plan.cc).
-  return std::max<uint32_t>(
-      kRelocationReserve + (config_.spill_cold_pages ? 2 : 1),
-      pool_.pages_in_service() / 32);
+  // The rule and why are FreePageReserve's (memory_plan.h). Every free page
+  // is memory that holds no data: 1/16 until 2026-11-24 (3 pages of a 4 or
+  // 8 MiB node), 1/32 until 2026-11-25 (7 pages of 256 KiB at 64 MiB).
+  return FreePageReserve(pool_.pages_in_service(), config_.spill_cold_pages);
 }
 
 bool NodeShard::RefillStep() {
@@ -402,12 +393,12 @@ void NodeShard::ReclaimExpired() {
     const uint32_t generation =
         pool_.page(page).generation.load(std::memory_order_relaxed);
     const uint64_t now = NowMs();
-    pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
-                                         const EntryHeader& header) {
-      const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+    ForEachKeyedEntry(page, frozen, [&](uint32_t offset, const EntryHeader&,
+                                        const HashPair& h) {
+      const std::optional<KeyMeta> m = arc_->Peek(h);
       if (m.has_value() && PointsAt(*m, page, offset, generation) &&
           m->Expired(now)) {
-        ReclaimIfExpired(header.hash, page, offset, generation, now);
+        ReclaimIfExpired(h, page, offset, generation, now);
       }
       return true;
     });

@@ -344,7 +344,7 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
     const Error reserve_err = Reserve(capacity, &r);
     if (reserve_err != Error::kOk) return SetResult{reserve_err, 0};
     stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
-    WriteKeyedEntry(pool_.EntryAt(r.page, r.offset), h, key, value, capacity,
+    WriteKeyedEntry(pool_.EntryAt(r.page, r.offset), key, value, capacity,
                     kind);
     const KeyMeta fresh{.version = version,
                         .expiry_ms = expiry,

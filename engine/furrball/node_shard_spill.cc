@@ -41,14 +41,14 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
   };
   std::vector<Candidate> candidates;
   std::string value;
-  pool_.ForEachEntry(page, frozen, [&](uint32_t offset,
-                                       const EntryHeader& header) {
-    const std::optional<KeyMeta> m = arc_->Peek(header.hash);
+  ForEachKeyedEntry(page, frozen, [&](uint32_t offset, const EntryHeader&,
+                                      const HashPair& h) {
+    const std::optional<KeyMeta> m = arc_->Peek(h);
     if (!m.has_value() || !PointsAt(*m, page, offset, generation)) {
       return true;  // dead entry
     }
     if (m->Expired(now)) {
-      ReclaimIfExpired(header.hash, page, offset, generation, now);
+      ReclaimIfExpired(h, page, offset, generation, now);
       return true;
     }
     // Frozen pages still take in-place overwrites; a copy that raced one
@@ -58,11 +58,11 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
     const uint32_t size = HeaderOf(*m).size;
     value.resize(size);
     CopyValueOut(pool_.EntryAt(page, offset), size, value.data());
-    const std::optional<KeyMeta> again = arc_->Peek(header.hash);
+    const std::optional<KeyMeta> again = arc_->Peek(h);
     if (!again.has_value() || !(*again == *m)) return true;
-    std::memcpy(blob.Add(header.hash, m->version, m->expiry_ms, size),
-                value.data(), size);
-    candidates.push_back({header.hash, *m});
+    std::memcpy(blob.Add(h, m->version, m->expiry_ms, size), value.data(),
+                size);
+    candidates.push_back({h, *m});
     return true;
   });
   if (!candidates.empty()) {
@@ -193,7 +193,7 @@ Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
     const Error reserve_err = Reserve(capacity, &r);
     if (reserve_err != Error::kOk) return reserve_err;
     stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
-    WriteEntry(pool_.EntryAt(r.page, r.offset), h, value, capacity);
+    WriteEntry(pool_.EntryAt(r.page, r.offset), value, capacity);
     KeyMeta fresh{.version = version,
                   .expiry_ms = std::min(expiry_ms, kMaxExpiryMs),
                   .offset_words = KeyMeta::OffsetWords(r.offset),
