@@ -1,6 +1,7 @@
 // MultiGet and MultiSet: one RPC, one CacheOp per item, each item answered
 // with its own code; the RPC finishes when its last op completes. Both run
-// through ServeMulti, which differs between them only in how an item decodes
+// through RunMulti, and differ in how the request is read (a MultiGet by
+// protobuf, a MultiSet in place: set_wire.h), how an item decodes
 // (RequestCodec) and which result message answers it. A MultiGet's values
 // count against --max_response_bytes as they arrive (ResponseBudget).
 #include <atomic>
@@ -9,18 +10,45 @@
 #include <type_traits>
 #include <vector>
 
+#include <absl/status/status.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/string_view.h>
+#include <grpcpp/support/slice.h>
 
 #include "service/cache_service.h"
 #include "service/raw_call.h"
 #include "service/request_codec.h"
 #include "service/response_budget.h"
+#include "service/set_wire.h"
 #include "service/unary_call.h"
 
 namespace furrballs::service {
 namespace {
 
 using grpc::Status;
+
+// A MultiSet's request as gRPC received it (set_wire.h): the slices, held
+// until the RPC is answered so that items can be read where they are; the
+// items' positions in them; and per item the copies of a key or value that
+// spans slices, made when the item is decoded and freed when its op is done.
+struct MultiSetInPlace {
+  struct Copies {
+    std::string key;
+    std::string value;
+  };
+
+  // Frees item i's copies: its op has run (the engine copied the value into
+  // its pages) and nothing reads them again.
+  void ReleaseCopies(size_t i) {
+    std::string().swap(copies[i].key);
+    std::string().swap(copies[i].value);
+  }
+
+  std::vector<grpc::Slice> slices;
+  SlicedBytes bytes;
+  std::vector<SetItemSpans> items;
+  std::unique_ptr<Copies[]> copies;
+};
 
 // A batch RPC: one CacheOp per item, finished when the last one completes.
 // `Result` is the item's answer (GetResponse or SetResult), `results` the
@@ -79,41 +107,42 @@ struct MultiCall {
         }
       }
     }
+    if constexpr (!kReads) {
+      call->rpc->request.ReleaseCopies(
+          static_cast<size_t>(op - call->ops.get()));
+    }
     call->Settle();
   }
 };
 
-// Serves a batch RPC. `items(request)` is the request's repeated field of
-// items, `results(response)` the response's; `decode(item, what, op,
-// result)` decodes one item (RequestCodec). Items that do not decode are
-// answered with their error; the others are submitted, and those the
-// dispatcher refuses are answered with its error.
-template <typename Result, typename Request, typename Response,
-          typename Items, typename Results, typename Decode>
-grpc::ServerUnaryReactor* ServeMulti(CacheService* svc,
-                                     grpc::CallbackServerContext* ctx,
-                                     const grpc::ByteBuffer* body,
-                                     grpc::ByteBuffer* reply, RequestOp op,
-                                     Access need, const char* what,
-                                     Items items, Results results,
-                                     Decode decode) {
-  using Call = MultiCall<Request, Response, Result>;
-  const auto start = RequestStats::Clock::now();
-  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
-  auto* rpc = new RawUnaryCall<Request, Response>(reactor, reply);
-  if (!Accept(svc, *ctx, rpc, *body, op, need, what, start)) return reactor;
-  const auto& in = items(rpc->request);
-  const size_t n = static_cast<size_t>(in.size());
-  if (n == 0) return FinishCounted(svc, rpc, op, start, Status::OK);
+// Refuses a batch of more than --max_batch_ops items.
+Status CheckItemCount(const CacheService* svc, size_t n, const char* what) {
   const size_t max_items = svc->stream_limits().max_batch_ops;
-  if (n > max_items) {
-    return FinishCounted(
-        svc, rpc, op, start,
-        Status(grpc::StatusCode::INVALID_ARGUMENT,
-               absl::StrCat(what, ": ", n, " items, over the limit of ",
-                            max_items, " (--max_batch_ops)")));
-  }
-  // One in-flight slot per item; Accept took the first.
+  if (n <= max_items) return Status::OK;
+  return Status(grpc::StatusCode::INVALID_ARGUMENT,
+                absl::StrCat(what, ": ", n, " items, over the limit of ",
+                             max_items, " (--max_batch_ops)"));
+}
+
+// Runs a batch RPC of `n` items, admitted and read (AdmitBody or Accept,
+// CheckItemCount): `results` is the response's repeated field of answers,
+// `decode(i, what, op, result)` decodes item i (RequestCodec). Each item is
+// decoded just before it is submitted, so that what decoding makes for it
+// (a MultiSet value's copy) exists only while it runs when ops run inline
+// (direct dispatch). Items that do not decode are answered with their
+// error; the others are submitted, and those the dispatcher refuses are
+// answered with its error.
+template <typename Result, typename Request, typename Response,
+          typename Decode>
+grpc::ServerUnaryReactor* RunMulti(
+    CacheService* svc, grpc::CallbackServerContext* ctx,
+    RawUnaryCall<Request, Response>* rpc, size_t n,
+    google::protobuf::RepeatedPtrField<Result>* results, RequestOp op,
+    const char* what, RequestStats::Clock::time_point start, Decode decode) {
+  using Call = MultiCall<Request, Response, Result>;
+  grpc::ServerUnaryReactor* const reactor = rpc->reactor();
+  if (n == 0) return FinishCounted(svc, rpc, op, start, Status::OK);
+  // One in-flight slot per item; AdmitBody took the first.
   if (!svc->in_flight().TryAcquire(n - 1)) {
     return FinishCounted(svc, rpc, op, start, svc->AtInFlightLimit(what));
   }
@@ -124,38 +153,33 @@ grpc::ServerUnaryReactor* ServeMulti(CacheService* svc,
   call->count = n;
   call->remaining.store(n, std::memory_order_relaxed);
   call->rpc = rpc;
-  call->results = results(rpc->response);
+  call->results = results;
   call->service = svc;
   call->what = what;
   call->request_op = op;
   call->start = start;
   call->budget.Reset(svc->stream_limits().max_response_bytes);
+  // Every answer exists before the first op runs: ops finish on other
+  // threads and read theirs while later items are decoded.
+  results->Reserve(static_cast<int>(n));
+  for (size_t i = 0; i < n; ++i) results->Add();
   const auto deadline = SteadyDeadline(ctx);
-  std::vector<bool> valid(n);
+  // The call can finish, and be deleted, once its last item is settled or
+  // submitted: the loop reads nothing of it after that.
   for (size_t i = 0; i < n; ++i) {
-    Result* result = call->results->Add();
     CacheOp& item_op = call->ops[i];
-    Status s = decode(in.Get(static_cast<int>(i)),
-                      absl::StrCat(what, " item ", i), item_op, result);
+    Result* result = results->Mutable(static_cast<int>(i));
+    Status s = decode(i, absl::StrCat(what, " item ", i), item_op, result);
     if (!s.ok()) {
       RequestCodec::EncodeItemStatus(s, result);
-      continue;
-    }
-    valid[i] = true;
-    item_op.deadline = deadline;
-    item_op.on_done = &Call::Done;
-    item_op.done_context = call;
-  }
-  // The call can finish, and be deleted, before this loop ends: it reads
-  // only `valid` and the op of the item it submits.
-  CacheOp* const ops = call->ops.get();
-  for (size_t i = 0; i < n; ++i) {
-    if (!valid[i]) {
       call->Settle();
       continue;
     }
-    if (Error e = svc->dispatcher()->Submit(&ops[i]); e != Error::kOk) {
-      ops[i].error = e;
+    item_op.deadline = deadline;
+    item_op.on_done = &Call::Done;
+    item_op.done_context = call;
+    if (Error e = svc->dispatcher()->Submit(&item_op); e != Error::kOk) {
+      item_op.error = e;
       call->Settle();
     }
   }
@@ -167,28 +191,86 @@ grpc::ServerUnaryReactor* ServeMulti(CacheService* svc,
 grpc::ServerUnaryReactor* CacheService::MultiGet(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* body,
     grpc::ByteBuffer* reply) {
-  return ServeMulti<v1::GetResponse, v1::MultiGetRequest,
-                    v1::MultiGetResponse>(
-      this, ctx, body, reply, RequestOp::kMultiGet, Access::kRead,
-      "MultiGet",
-      [](const v1::MultiGetRequest& r) -> const auto& { return r.keys(); },
-      [](v1::MultiGetResponse& r) { return r.mutable_results(); },
-      [this](const std::string& key, absl::string_view what, CacheOp& op,
-             v1::GetResponse* result) {
-        return codec_.DecodeGet(key, what, op, result->mutable_value());
-      });
+  constexpr RequestOp kOp = RequestOp::kMultiGet;
+  constexpr const char* kWhat = "MultiGet";
+  const auto start = RequestStats::Clock::now();
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc = new RawUnaryCall<v1::MultiGetRequest, v1::MultiGetResponse>(
+      reactor, reply);
+  if (!Accept(this, *ctx, rpc, *body, kOp, Access::kRead, kWhat, start)) {
+    return reactor;
+  }
+  const size_t n = static_cast<size_t>(rpc->request.keys_size());
+  if (Status s = CheckItemCount(this, n, kWhat); !s.ok()) {
+    return FinishCounted(this, rpc, kOp, start, s);
+  }
+  return RunMulti(this, ctx, rpc, n, rpc->response.mutable_results(), kOp,
+                  kWhat, start,
+                  [this, rpc](size_t i, absl::string_view what, CacheOp& op,
+                              v1::GetResponse* result) {
+                    return codec_.DecodeGet(
+                        rpc->request.keys(static_cast<int>(i)), what, op,
+                        result->mutable_value());
+                  });
 }
 
+// A MultiSet is read in place (set_wire.h): its values are not copied by a
+// parser, only, one item at a time, those that span gRPC's slices.
 grpc::ServerUnaryReactor* CacheService::MultiSet(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* body,
     grpc::ByteBuffer* reply) {
-  return ServeMulti<v1::SetResult, v1::MultiSetRequest, v1::MultiSetResponse>(
-      this, ctx, body, reply, RequestOp::kMultiSet, Access::kWrite,
-      "MultiSet",
-      [](const v1::MultiSetRequest& r) -> const auto& { return r.items(); },
-      [](v1::MultiSetResponse& r) { return r.mutable_results(); },
-      [this](const v1::SetRequest& item, absl::string_view what, CacheOp& op,
-             v1::SetResult*) { return codec_.DecodeSet(item, what, op); });
+  constexpr RequestOp kOp = RequestOp::kMultiSet;
+  constexpr const char* kWhat = "MultiSet";
+  const auto start = RequestStats::Clock::now();
+  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
+  auto* rpc =
+      new RawUnaryCall<MultiSetInPlace, v1::MultiSetResponse>(reactor, reply);
+  if (!AdmitBody(this, *ctx, rpc, *body, kOp, Access::kWrite, kWhat, start)) {
+    return reactor;
+  }
+  const std::string& type = v1::MultiSetRequest::default_instance().GetTypeName();
+  MultiSetInPlace& in = rpc->request;
+  if (!body->Dump(&in.slices).ok()) {
+    return FinishCounted(this, rpc, kOp, start,
+                         Unparsable(kWhat, type, "gRPC could not read it"));
+  }
+  std::vector<absl::string_view> chunks;
+  chunks.reserve(in.slices.size());
+  for (const grpc::Slice& slice : in.slices) {
+    chunks.emplace_back(reinterpret_cast<const char*>(slice.begin()),
+                        slice.size());
+  }
+  in.bytes = SlicedBytes(std::move(chunks));
+  size_t n = 0;
+  if (absl::Status s = CountMultiSetItems(in.bytes, &n); !s.ok()) {
+    return FinishCounted(this, rpc, kOp, start,
+                         Unparsable(kWhat, type, s.message()));
+  }
+  if (Status s = CheckItemCount(this, n, kWhat); !s.ok()) {
+    return FinishCounted(this, rpc, kOp, start, s);
+  }
+  if (absl::Status s = ParseMultiSetRequest(in.bytes, &in.items); !s.ok()) {
+    return FinishCounted(this, rpc, kOp, start,
+                         Unparsable(kWhat, type, s.message()));
+  }
+  in.copies = std::make_unique<MultiSetInPlace::Copies[]>(n);
+  return RunMulti(
+      this, ctx, rpc, n, rpc->response.mutable_results(), kOp, kWhat, start,
+      [this, rpc](size_t i, absl::string_view what, CacheOp& op,
+                  v1::SetResult*) {
+        MultiSetInPlace& in = rpc->request;
+        const SetItemSpans& item = in.items[i];
+        OpView set;
+        set.kind = OpView::Kind::kSet;
+        set.key = in.bytes.View(item.key.offset, item.key.length,
+                                &in.copies[i].key);
+        set.value = in.bytes.View(item.value.offset, item.value.length,
+                                  &in.copies[i].value);
+        set.ttl_ms = item.ttl_ms;
+        set.mode = item.mode;
+        set.expected_version = item.expected_version;
+        return codec_.Decode(set, what, op, nullptr);
+      });
 }
 
 }  // namespace furrballs::service

@@ -1,14 +1,9 @@
 #include "service/batch_wire.h"
 
+#include "service/wire_format.h"
+
 namespace furrballs::service {
 namespace {
-
-enum WireType : uint32_t {
-  kVarint = 0,
-  kFixed64 = 1,
-  kLengthDelimited = 2,
-  kFixed32 = 5,
-};
 
 // A forward reader over one message's bytes.
 class Reader {

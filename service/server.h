@@ -26,6 +26,11 @@
 
 namespace furrballs::service {
 
+// The HTTP/2 stream window the server announces when gRPC's BDP probe is off
+// (ServerOptions::grpc_bdp_probe): one maximum-size value (--max_value_bytes'
+// default) per stream before the sender waits for the server to read.
+inline constexpr int kStreamWindowBytes = 1 << 20;
+
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free port (see Server::port()).
   std::string listen_address = "127.0.0.1:50051";
@@ -44,6 +49,15 @@ struct ServerOptions {
   // flood of requests cannot grow the process without bound. 0 leaves
   // gRPC's default (no quota).
   size_t grpc_memory_bytes = 0;
+  // Whether gRPC probes the connection's bandwidth-delay product to grow its
+  // HTTP/2 windows, and shrinks them as grpc_memory_bytes fills (gRPC's
+  // default; gRPC 1.51 adapts the windows to its quota only with the probe).
+  // Off, the stream window stays at kStreamWindowBytes: under bursts of
+  // 4 x 1 MiB MultiSets from 4 callers the RSS peaked 5-7 MiB lower and
+  // stayed 4 MiB lower after them, for 20-30% more server CPU per large
+  // item; with 16-32 MultiSets in flight it peaked higher than with the
+  // probe (docs/memory_bench.md, "Requests in flight are bounded").
+  bool grpc_bdp_probe = true;
   // How many of gRPC's callback threads serve the process: the others are
   // parked while the server runs (service/callback_threads.h). 0 leaves
   // gRPC's own number (two on a machine of up to five cores).

@@ -71,6 +71,14 @@ void PrintConfiguration(const Server& server, const std::string& secret,
               "%zu MiB of gRPC buffers (--grpc_memory_mb; 0: no quota)\n",
               o.stream_limits.max_in_flight_bytes >> 20,
               o.grpc_memory_bytes >> 20);
+  if (o.grpc_bdp_probe) {
+    std::printf("furrballs: HTTP/2 windows grown by gRPC's bandwidth-delay "
+                "probe (--grpc_bdp_probe)\n");
+  } else {
+    std::printf("furrballs: HTTP/2 windows fixed at %d KiB per stream, "
+                "gRPC's bandwidth-delay probe off (--grpc_bdp_probe)\n",
+                kStreamWindowBytes >> 10);
+  }
   std::printf("furrballs: gRPC callback threads: %d of gRPC's %d serve, %d "
               "parked (--grpc_callback_threads)\n",
               CallbackThreadLimit::GrpcCallbackThreads() -

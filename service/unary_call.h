@@ -49,21 +49,19 @@ inline grpc::ServerUnaryReactor* FinishCounted(
   return rpc->Reply(status);
 }
 
-// Whether a unary RPC may run. If not, answers it (deleting `rpc`): first
-// with CacheService::Admit's refusal (no or another token, or not ready), so
-// a caller without a token learns nothing about its request; then with
-// RESOURCE_EXHAUSTED when --max_in_flight ops already run, or when its body
-// does not fit beside the request bytes in flight (--max_in_flight_mb;
-// both before parsing: shedding load must cost less than serving it); then
-// with INVALID_ARGUMENT when its body does not parse as the method's
-// request. An accepted RPC holds one in-flight slot and its body's size in
-// request bytes until it is answered; the body itself is freed once parsed
-// (ReleaseParsedBytes), so what it holds is its parsed request.
-template <typename Request, typename Response>
-bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
-            RawUnaryCall<Request, Response>* rpc, const grpc::ByteBuffer& body,
-            RequestOp op, Access need, absl::string_view what,
-            RequestStats::Clock::time_point start) {
+// Whether a unary RPC may run, before its body is read. If not, answers it
+// (deleting `rpc`): first with CacheService::Admit's refusal (no or another
+// token, or not ready), so a caller without a token learns nothing about
+// its request; then with RESOURCE_EXHAUSTED when --max_in_flight ops
+// already run, or when its body does not fit beside the request bytes in
+// flight (--max_in_flight_mb; both before parsing: shedding load must cost
+// less than serving it). An admitted RPC holds one in-flight slot and its
+// body's size in request bytes until it is answered.
+inline bool AdmitBody(const CacheService* svc,
+                      const grpc::CallbackServerContext& ctx,
+                      RawUnaryReply* rpc, const grpc::ByteBuffer& body,
+                      RequestOp op, Access need, absl::string_view what,
+                      RequestStats::Clock::time_point start) {
   if (grpc::Status s = svc->Admit(svc->TokenOf(ctx), need, what); !s.ok()) {
     FinishCounted(svc, rpc, op, start, s);
     return false;
@@ -79,13 +77,32 @@ bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
     return false;
   }
   rpc->set_in_flight_bytes(bytes);
+  return true;
+}
+
+// The answer to a request body that is not an encoding of `type` (a
+// message's full name); `why`, when known, says what was wrong.
+inline grpc::Status Unparsable(absl::string_view what, absl::string_view type,
+                               absl::string_view why = "") {
+  return grpc::Status(
+      grpc::StatusCode::INVALID_ARGUMENT,
+      absl::StrCat(what, ": the request could not be parsed as a ", type,
+                   why.empty() ? "" : ": ", why));
+}
+
+// Whether a unary RPC may run: AdmitBody, then INVALID_ARGUMENT (answered,
+// `rpc` deleted) when its body does not parse as the method's request. The
+// body is freed once parsed (ReleaseParsedBytes), so what an accepted RPC
+// holds is its parsed request.
+template <typename Request, typename Response>
+bool Accept(const CacheService* svc, const grpc::CallbackServerContext& ctx,
+            RawUnaryCall<Request, Response>* rpc, const grpc::ByteBuffer& body,
+            RequestOp op, Access need, absl::string_view what,
+            RequestStats::Clock::time_point start) {
+  if (!AdmitBody(svc, ctx, rpc, body, op, need, what, start)) return false;
   if (!ParseMessage(body, &rpc->request)) {
-    FinishCounted(
-        svc, rpc, op, start,
-        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                     absl::StrCat(what, ": the request could not be parsed "
-                                        "as a ",
-                                  rpc->request.GetTypeName())));
+    FinishCounted(svc, rpc, op, start,
+                  Unparsable(what, rpc->request.GetTypeName()));
     return false;
   }
   ReleaseParsedBytes(body);

@@ -10,7 +10,8 @@ builds are interleaved (A, B, A, B, ...), so that a comparison sees the same
 machine load. Writes --out_dir/results.json (every run's rss_stress JSON and
 the server's command line) and report.md (per build and configuration: the
 max RSS / budget of every run, how many passed the bound, the RSS left after
-the bursts, the items stored and refused). Method: docs/memory_bench.md,
+the bursts, the items stored and refused, and the server's CPU time per item
+stored, which the load of other processes disturbs less than the count). Method: docs/memory_bench.md,
 "Requests in flight are bounded".
 
   bench/memory/stress.py --bin_dir=bazel-bin --runs=10
@@ -74,6 +75,13 @@ def configs(text):
     return out
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` so far (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_run(args, servers, build, stress, config, tag, flags, out_dir):
     value_bytes, connections, in_flight, items = config
     rec = {"build": build, "value_bytes": value_bytes, "connections": connections,
@@ -90,9 +98,12 @@ def one_run(args, servers, build, stress, config, tag, flags, out_dir):
             "--connections=%d" % connections, "--in_flight=%d" % in_flight,
             "--items=%d" % items, "--seconds=%g" % args.seconds,
             "--burst_ms=%d" % args.burst_ms, "--pause_ms=%d" % args.pause_ms, "--out=" + out]
+    cpu_start = cpu_seconds(pid)
     try:
         done = subprocess.run(argv, stderr=subprocess.PIPE, text=True,
                               timeout=args.seconds + 120)
+        # Before the server stops: what serving the run cost it.
+        rec["server_cpu_s"] = cpu_seconds(pid) - cpu_start
         sys.stderr.write("  " + done.stderr)
         if done.returncode != 0:
             rec["error"] = "rss_stress exited with %d" % done.returncode
@@ -117,8 +128,9 @@ def render(raw):
         lines.append("- build %s: `%s`" % (build, bin_dir))
     lines += ["", "| build | values x per message, callers x in flight | runs over the bound "
               "| max RSS / budget, median (range) | every run | RSS after, MiB, median "
-              "| items stored, median | items refused, median |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| items stored, median | items refused, median "
+              "| server CPU ms per item stored, median |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     groups = {}
     for rec in raw["runs"]:
         key = (rec["build"], rec["value_bytes"], rec["items"], rec["connections"],
@@ -129,21 +141,25 @@ def render(raw):
         ok = [r["result"] for r in groups[key] if "result" in r]
         errors = len(groups[key]) - len(ok)
         if not ok:
-            lines.append("| %s | %d B x %d, %d x %d | — | failed (%d) | | | | |" % (
+            lines.append("| %s | %d B x %d, %d x %d | — | failed (%d) | | | | | |" % (
                 build, value_bytes, items, connections, in_flight, errors))
             continue
         ratios = [r["max_rss_ratio"] for r in ok]
         over = sum(1 for r in ok if not r["within_bound"])
         refused = [sum(r["failed_items"].values()) for r in ok]
+        cpu = [1000.0 * rec["server_cpu_s"] / rec["result"]["ok_items"]
+               for rec in groups[key]
+               if "result" in rec and "server_cpu_s" in rec and rec["result"]["ok_items"]]
         lines.append("| %s | %d B x %d, %d x %d | %d of %d%s | %.3f (%.3f-%.3f) | %s | %.1f "
-                     "| %d | %d |" % (
+                     "| %d | %d | %s |" % (
                          build, value_bytes, items, connections, in_flight, over, len(ok),
                          " (%d failed)" % errors if errors else "",
                          statistics.median(ratios), min(ratios), max(ratios),
                          " ".join("%.2f" % x for x in ratios),
                          statistics.median(r["rss_end_bytes"] for r in ok) / MIB,
                          statistics.median(r["ok_items"] for r in ok),
-                         statistics.median(refused)))
+                         statistics.median(refused),
+                         "%.3f" % statistics.median(cpu) if cpu else "—"))
     return "\n".join(lines) + "\n"
 
 
