@@ -3,9 +3,9 @@
 # "After the drain cut"): every binary in BINARIES once per session, the
 # order rotated by one each session; one CSV per run in raw/, a line per run
 # in run_log.txt. BIN_DIR holds the binaries copied aside (ycsb_<name>).
-# Usage: run_sessions.sh FIRST LAST name...
+# Usage: [OUT_DIR=dir] run_sessions.sh FIRST LAST name...
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
+here=${OUT_DIR:-$(cd "$(dirname "$0")" && pwd)}  # raw/ and run_log.txt go here
 bin_dir=${BIN_DIR:-/tmp/hpbench}
 first=$1; last=$2; shift 2
 names=("$@")

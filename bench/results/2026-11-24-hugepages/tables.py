@@ -19,6 +19,10 @@ import sys
 from collections import defaultdict
 
 RAW = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw")
+# The comparisons printed, (old, new) binary names; a results directory that
+# reuses this script sets its own (bench/results/2026-11-25-thpvalues).
+PAIRS = [("main", "dedup"), ("dedup", "hpblock"), ("hpblock", "hpall"),
+         ("dedup", "hpall"), ("main", "thp"), ("main", "mainB")]
 
 
 def per_cpu_second(row):
@@ -79,10 +83,7 @@ def main():
         data = {b: {s: f for s, f in by.items() if first <= s <= last}
                 for b, by in data.items()}
         data = defaultdict(dict, {b: by for b, by in data.items() if by})
-    pairs = [(o, n) for o, n in [("main", "dedup"), ("dedup", "hpblock"),
-                                 ("hpblock", "hpall"), ("dedup", "hpall"),
-                                 ("main", "thp"), ("main", "mainB")]
-             if o in data and n in data]
+    pairs = [(o, n) for o, n in PAIRS if o in data and n in data]
     cols = [(o, n) + paired(data, o, n, "cpu") + paired(data, o, n, "get")[:1]
             for o, n in pairs]
     print("new / old ops per CPU-second (F/absl), median over paired sessions;"
