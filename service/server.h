@@ -29,7 +29,7 @@ namespace furrballs::service {
 // The HTTP/2 stream window the server announces when gRPC's BDP probe is off
 // (ServerOptions::grpc_bdp_probe): one maximum-size value (--max_value_bytes'
 // default) per stream before the sender waits for the server to read.
-inline constexpr int kStreamWindowBytes = 1 << 20;
+inline constexpr int kStreamWindowBytes = 64 << 10;
 
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free port (see Server::port()).
@@ -141,6 +141,11 @@ class Server {
   // Counts of the requests served, for an exporter (the binary's metrics).
   const RequestStats& request_stats() const {
     return service_->request_stats();
+  }
+  // The request bytes held and the MultiSets waiting to be read
+  // (--max_in_flight_mb); for tests and an exporter.
+  const RequestByteGate& request_bytes() const {
+    return service_->in_flight_bytes();
   }
 
  private:
