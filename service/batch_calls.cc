@@ -214,25 +214,24 @@ grpc::ServerUnaryReactor* CacheService::MultiGet(
                   });
 }
 
-// A MultiSet is read in place (set_wire.h): its values are not copied by a
-// parser, only, one item at a time, those that span gRPC's slices.
-grpc::ServerUnaryReactor* CacheService::MultiSet(
-    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* body,
-    grpc::ByteBuffer* reply) {
+namespace {
+
+// Serves a MultiSet read whole into `body` and admitted (its in-flight slot
+// and bytes held by `rpc`). It is read in place (set_wire.h): its values are
+// not copied by a parser, only, one item at a time, those that span gRPC's
+// slices.
+void ServeMultiSetInPlace(
+    CacheService* svc, grpc::CallbackServerContext* ctx,
+    RawUnaryCall<MultiSetInPlace, v1::MultiSetResponse>* rpc,
+    const grpc::ByteBuffer& body, RequestStats::Clock::time_point start) {
   constexpr RequestOp kOp = RequestOp::kMultiSet;
   constexpr const char* kWhat = "MultiSet";
-  const auto start = RequestStats::Clock::now();
-  grpc::ServerUnaryReactor* const reactor = ctx->DefaultReactor();
-  auto* rpc =
-      new RawUnaryCall<MultiSetInPlace, v1::MultiSetResponse>(reactor, reply);
-  if (!AdmitBody(this, *ctx, rpc, *body, kOp, Access::kWrite, kWhat, start)) {
-    return reactor;
-  }
   const std::string& type = v1::MultiSetRequest::default_instance().GetTypeName();
   MultiSetInPlace& in = rpc->request;
-  if (!body->Dump(&in.slices).ok()) {
-    return FinishCounted(this, rpc, kOp, start,
-                         Unparsable(kWhat, type, "gRPC could not read it"));
+  if (!body.Dump(&in.slices).ok()) {
+    FinishCounted(svc, rpc, kOp, start,
+                  Unparsable(kWhat, type, "gRPC could not read it"));
+    return;
   }
   std::vector<absl::string_view> chunks;
   chunks.reserve(in.slices.size());
@@ -243,34 +242,138 @@ grpc::ServerUnaryReactor* CacheService::MultiSet(
   in.bytes = SlicedBytes(std::move(chunks));
   size_t n = 0;
   if (absl::Status s = CountMultiSetItems(in.bytes, &n); !s.ok()) {
-    return FinishCounted(this, rpc, kOp, start,
-                         Unparsable(kWhat, type, s.message()));
+    FinishCounted(svc, rpc, kOp, start, Unparsable(kWhat, type, s.message()));
+    return;
   }
-  if (Status s = CheckItemCount(this, n, kWhat); !s.ok()) {
-    return FinishCounted(this, rpc, kOp, start, s);
+  if (Status s = CheckItemCount(svc, n, kWhat); !s.ok()) {
+    FinishCounted(svc, rpc, kOp, start, s);
+    return;
   }
   if (absl::Status s = ParseMultiSetRequest(in.bytes, &in.items); !s.ok()) {
-    return FinishCounted(this, rpc, kOp, start,
-                         Unparsable(kWhat, type, s.message()));
+    FinishCounted(svc, rpc, kOp, start, Unparsable(kWhat, type, s.message()));
+    return;
   }
   in.copies = std::make_unique<MultiSetInPlace::Copies[]>(n);
-  return RunMulti(
-      this, ctx, rpc, n, rpc->response.mutable_results(), kOp, kWhat, start,
-      [this, rpc](size_t i, absl::string_view what, CacheOp& op,
-                  v1::SetResult*) {
-        MultiSetInPlace& in = rpc->request;
-        const SetItemSpans& item = in.items[i];
-        OpView set;
-        set.kind = OpView::Kind::kSet;
-        set.key = in.bytes.View(item.key.offset, item.key.length,
-                                &in.copies[i].key);
-        set.value = in.bytes.View(item.value.offset, item.value.length,
-                                  &in.copies[i].value);
-        set.ttl_ms = item.ttl_ms;
-        set.mode = item.mode;
-        set.expected_version = item.expected_version;
-        return codec_.Decode(set, what, op, nullptr);
-      });
+  RunMulti(svc, ctx, rpc, n, rpc->response.mutable_results(), kOp, kWhat,
+           start,
+           [svc, rpc](size_t i, absl::string_view what, CacheOp& op,
+                      v1::SetResult*) {
+             MultiSetInPlace& in = rpc->request;
+             const SetItemSpans& item = in.items[i];
+             OpView set;
+             set.kind = OpView::Kind::kSet;
+             set.key = in.bytes.View(item.key.offset, item.key.length,
+                                     &in.copies[i].key);
+             set.value = in.bytes.View(item.value.offset, item.value.length,
+                                       &in.copies[i].value);
+             set.ttl_ms = item.ttl_ms;
+             set.mode = item.mode;
+             set.expected_version = item.expected_version;
+             return svc->codec().Decode(set, what, op, nullptr);
+           });
+}
+
+// One MultiSet, served as a stream of one message each way (what a unary
+// call is on the wire): admitted as a unary call is, then it waits for room
+// in the service's request bytes (RequestByteGate) before it asks gRPC for
+// the message, so that what gRPC reads for MultiSets stays within
+// --max_in_flight_mb. Deleted by gRPC's OnDone.
+//
+// Lifetime: the reactor lives until OnDone; `rpc_` (the call's state, the
+// request's slices, the response) until it is answered through Answer. The
+// gate calls Admitted once, from the thread that made room, possibly while
+// the handler that queued it is still returning.
+class MultiSetReactor final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+      public RequestByteGate::Waiter,
+      public StreamedAnswer {
+ public:
+  MultiSetReactor(CacheService* svc, grpc::CallbackServerContext* ctx)
+      : svc_(svc),
+        ctx_(ctx),
+        start_(RequestStats::Clock::now()),
+        rpc_(new RawUnaryCall<MultiSetInPlace, v1::MultiSetResponse>(
+            this, &reply_)) {}
+
+  // Admission, then the read or a place in the gate's queue. Called by the
+  // handler once the reactor is built.
+  void Start() {
+    if (Status s = svc_->Admit(svc_->TokenOf(*ctx_), Access::kWrite, kWhat);
+        !s.ok()) {
+      FinishCounted(svc_, rpc_, kOp, start_, s);
+      return;
+    }
+    if (!svc_->in_flight().TryAcquire(1)) {
+      FinishCounted(svc_, rpc_, kOp, start_, svc_->AtInFlightLimit(kWhat));
+      return;
+    }
+    rpc_->add_in_flight_slots(1);
+    size_t reserved = 0;
+    if (svc_->in_flight_bytes().Reserve(this, &reserved)) Admitted(reserved);
+  }
+
+  void Admitted(size_t reserved) override {
+    reserved_ = reserved;
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    const size_t bytes = ok ? request_.Length() : 0;
+    svc_->in_flight_bytes().Settle(reserved_, bytes, ok);
+    rpc_->set_in_flight_bytes(bytes);
+    if (!ok) {
+      // The client half-closed without a message, or the call ended.
+      FinishCounted(svc_, rpc_, kOp, start_,
+                    Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "MultiSet: no request message"));
+      return;
+    }
+    ServeMultiSetInPlace(svc_, ctx_, rpc_, request_, start_);
+  }
+
+  void Answer(const Status& status) override {
+    // The request's slices went with rpc_; the buffer's own references too.
+    request_.Clear();
+    if (status.ok()) {
+      StartWriteAndFinish(&reply_, grpc::WriteOptions(), status);
+    } else {
+      Finish(status);
+    }
+  }
+
+  // A call cancelled while it waits in the gate's queue is answered here;
+  // one already reading ends through OnReadDone(false).
+  void OnCancel() override {
+    if (svc_->in_flight_bytes().CancelWait(this)) {
+      FinishCounted(svc_, rpc_, kOp, start_,
+                    Status(grpc::StatusCode::CANCELLED,
+                           "MultiSet: cancelled while waiting to be read"));
+    }
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  static constexpr RequestOp kOp = RequestOp::kMultiSet;
+  static constexpr const char* kWhat = "MultiSet";
+
+  CacheService* const svc_;
+  grpc::CallbackServerContext* const ctx_;
+  const RequestStats::Clock::time_point start_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer reply_;
+  // Deleted when the call is answered (RawUnaryReply::Reply).
+  RawUnaryCall<MultiSetInPlace, v1::MultiSetResponse>* const rpc_;
+  size_t reserved_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+CacheService::MultiSetStream(grpc::CallbackServerContext* ctx) {
+  auto* stream = new MultiSetReactor(this, ctx);
+  stream->Start();
+  return stream;
 }
 
 }  // namespace furrballs::service

@@ -4,8 +4,7 @@
 #include <string>
 
 #include <absl/strings/str_cat.h>
-
-#include <absl/strings/str_cat.h>
+#include <grpcpp/impl/codegen/server_callback_handlers.h>
 
 #include "service/raw_call.h"
 #include "service/request_codec.h"
@@ -23,7 +22,27 @@ CacheService::CacheService(FurrBall* engine, Dispatcher* dispatcher,
       stream_limits_(stream_limits),
       auth_(auth),
       in_flight_(stream_limits.max_in_flight),
-      in_flight_bytes_(stream_limits.max_in_flight_bytes) {}
+      in_flight_bytes_(stream_limits.max_in_flight_bytes,
+                       stream_limits.max_message_bytes) {
+  // MultiSet as a stream of one message: gRPC then reads it only when the
+  // reactor asks (a bidi method's payload handling is NONE, a unary one's
+  // reads the whole message first; request_byte_gate.h). On the wire a
+  // unary call and a stream of one message each way are the same, so
+  // clients keep calling it unary. The index is the method's in the
+  // .proto (and in the generated Cache::Service); MarkMethodRawCallback
+  // makes it a raw callback method, MarkMethodStreamed a bidi one, each
+  // with its own handler (the second replaces the first).
+  constexpr int kMultiSetMethod = 5;
+  auto handler = [this] {
+    return new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer,
+                                                   grpc::ByteBuffer>(
+        [this](grpc::CallbackServerContext* ctx) {
+          return MultiSetStream(ctx);
+        });
+  };
+  MarkMethodRawCallback(kMultiSetMethod, handler());
+  MarkMethodStreamed(kMultiSetMethod, handler());
+}
 
 // The message names the flag: the operator's knob, and what a client's
 // engineer searches for.

@@ -38,6 +38,7 @@
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "service/dispatcher.h"
 #include "service/in_flight_limit.h"
+#include "service/request_byte_gate.h"
 #include "service/request_codec.h"
 #include "service/request_stats.h"
 #include "service/status_mapping.h"
@@ -47,15 +48,16 @@ namespace furrballs::service {
 
 // The generated furrballs.v1.Cache service with every method raw: requests
 // and responses are ByteBuffers that CacheService parses and serializes.
+// MultiSet is registered by CacheService itself, as a stream of one message
+// (service/request_byte_gate.h).
 using RawCacheService = v1::Cache::WithRawCallbackMethod_Get<
     v1::Cache::WithRawCallbackMethod_Set<v1::Cache::WithRawCallbackMethod_Delete<
         v1::Cache::WithRawCallbackMethod_Touch<
             v1::Cache::WithRawCallbackMethod_MultiGet<
-                v1::Cache::WithRawCallbackMethod_MultiSet<
-                    v1::Cache::WithRawCallbackMethod_Pipeline<
-                        v1::Cache::WithRawCallbackMethod_Stats<
-                            v1::Cache::WithRawCallbackMethod_Batch<
-                                v1::Cache::Service>>>>>>>>>;
+                v1::Cache::WithRawCallbackMethod_Pipeline<
+                    v1::Cache::WithRawCallbackMethod_Stats<
+                        v1::Cache::WithRawCallbackMethod_Batch<
+                            v1::Cache::Service>>>>>>>>;
 
 class CacheService final : public RawCacheService {
  public:
@@ -83,11 +85,12 @@ class CacheService final : public RawCacheService {
     // (service/in_flight_limit.h); 0: no cap. At least max_batch_ops, so
     // that a full Batch message can run.
     size_t max_in_flight = 0;
-    // Bytes of unary requests (a Set's, a MultiSet's message, ...) served
-    // at once over the whole service: each is counted from its admission,
-    // before it is parsed, until it is answered; one past the cap is
-    // answered RESOURCE_EXHAUSTED, unless nothing else is in flight (the
-    // cap may be smaller than a message). 0: no cap.
+    // Bytes of unary requests (a Set's, a MultiSet's message, ...) held at
+    // once over the whole service (service/request_byte_gate.h): a MultiSet
+    // waits for room before gRPC reads it, and holds its bytes until it is
+    // answered; another request is counted once received, and one past the
+    // cap is answered RESOURCE_EXHAUSTED. A request runs when nothing else
+    // is held (the cap may be smaller than a message). 0: no cap.
     size_t max_in_flight_bytes = 0;
   };
 
@@ -128,9 +131,11 @@ class CacheService final : public RawCacheService {
   grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* ctx,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* reply) override;
-  grpc::ServerUnaryReactor* MultiSet(grpc::CallbackServerContext* ctx,
-                                     const grpc::ByteBuffer* request,
-                                     grpc::ByteBuffer* reply) override;
+  // A unary RPC for its callers, served as a stream of one message so that
+  // gRPC reads it only once in_flight_bytes() has room for it
+  // (service/request_byte_gate.h; service/batch_calls.cc).
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* MultiSetStream(
+      grpc::CallbackServerContext* ctx);
   // A frame that does not parse ends the stream with INVALID_ARGUMENT once
   // every op read before it has been answered.
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Pipeline(
@@ -171,7 +176,7 @@ class CacheService final : public RawCacheService {
   grpc::Status AtInFlightLimit(absl::string_view what) const;
   // The cap on the bytes of unary requests being served
   // (StreamLimits::max_in_flight_bytes), and the answer to one past it.
-  InFlightLimit& in_flight_bytes() const { return in_flight_bytes_; }
+  RequestByteGate& in_flight_bytes() const { return in_flight_bytes_; }
   grpc::Status AtInFlightBytesLimit(absl::string_view what,
                                     size_t bytes) const;
 
@@ -198,7 +203,7 @@ class CacheService final : public RawCacheService {
   // Mutable like a mutex would be: taking a slot changes nothing a caller
   // of the service can observe but the shedding it is for.
   mutable InFlightLimit in_flight_;
-  mutable InFlightLimit in_flight_bytes_;
+  mutable RequestByteGate in_flight_bytes_;
   std::atomic<bool> ready_{false};
   // Mutable like a mutex would be: recording is internally synchronized and
   // changes nothing a caller of the service can observe.

@@ -1,8 +1,8 @@
 // service/in_flight_limit.h: InFlightLimit, a cap on what the service runs
 // at once: cache operations (--max_in_flight), over every way they arrive
 // (a unary RPC is one op, a MultiGet/MultiSet one per item, a Pipeline
-// frame one, a Batch message one per op), and the bytes of the unary
-// requests being served (--max_in_flight_mb). A request past a cap is
+// frame one, a Batch message one per op). The bytes of requests have their
+// own cap (service/request_byte_gate.h). A request past a cap is
 // answered RESOURCE_EXHAUSTED at once instead of queueing behind the
 // others, so that the memory held by requests in the service stays
 // bounded.
@@ -34,20 +34,6 @@ class InFlightLimit {
       return false;
     }
     return true;
-  }
-
-  // As TryAcquire, and also when nothing is held, so that a request larger
-  // than the whole cap runs alone instead of never (the request-bytes cap,
-  // --max_in_flight_mb, is smaller than the largest message).
-  bool TryAcquireOrAlone(size_t n) {
-    if (limit_ == 0 || n == 0) return true;
-    // Relaxed, as in TryAcquire. The fetch_add orders concurrent callers:
-    // only the first finds nothing held, so a request past the cap runs
-    // only alone, and while it runs every other one is refused.
-    const size_t before = in_flight_.fetch_add(n, std::memory_order_relaxed);
-    if (before == 0 || before + n <= limit_) return true;
-    in_flight_.fetch_sub(n, std::memory_order_relaxed);
-    return false;
   }
 
   void Release(size_t n) {

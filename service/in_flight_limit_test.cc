@@ -23,21 +23,6 @@ TEST(InFlightLimitTest, TakesAllOrNothingAndGivesBack) {
   EXPECT_EQ(limit.in_flight(), 0u);
 }
 
-TEST(InFlightLimitTest, ARequestLargerThanTheCapRunsAlone) {
-  InFlightLimit limit(10);
-  EXPECT_TRUE(limit.TryAcquireOrAlone(25)) << "nothing held: admitted alone";
-  EXPECT_FALSE(limit.TryAcquireOrAlone(1)) << "the lone one is over the cap";
-  EXPECT_EQ(limit.in_flight(), 25u);
-  limit.Release(25);
-  EXPECT_TRUE(limit.TryAcquireOrAlone(6));
-  EXPECT_TRUE(limit.TryAcquireOrAlone(4));
-  EXPECT_FALSE(limit.TryAcquireOrAlone(1)) << "6 + 4 + 1 is past 10";
-  EXPECT_FALSE(limit.TryAcquireOrAlone(25)) << "not alone: refused";
-  limit.Release(6);
-  limit.Release(4);
-  EXPECT_EQ(limit.in_flight(), 0u);
-}
-
 TEST(InFlightLimitTest, ZeroMeansNoCap) {
   InFlightLimit limit(0);
   EXPECT_TRUE(limit.TryAcquire(size_t{1} << 40));

@@ -145,17 +145,18 @@ ABSL_FLAG(uint64_t, max_in_flight, 16384,
           "and so is a Pipeline op or a whole Batch message, with the "
           "stream left open. Bounds the requests the server holds; at "
           "least --max_batch_ops; 0: no cap.");
-ABSL_FLAG(uint64_t, max_in_flight_mb, 16,
+ABSL_FLAG(int64_t, max_in_flight_mb, -1,
           "MiB of unary requests (the messages of Set, MultiSet, Get, ...) "
-          "served at once over the whole server, counted from a request's "
-          "admission until it is answered. Past it a request is answered "
-          "RESOURCE_EXHAUSTED at once, before its body is parsed, unless "
-          "nothing else is in flight (so a message larger than this still "
-          "runs, alone). A request's received bytes are freed once parsed "
-          "(a MultiSet is read where it was received instead), so this "
-          "bounds the requests the service holds; with "
-          "--grpc_memory_mb (what gRPC holds as received) it is what the "
-          "server may hold for requests beside --memory_mb. 0: no cap.");
+          "the server holds at once, counted from a request's admission "
+          "until it is answered. A MultiSet waits, unread by gRPC, until it "
+          "fits (its size is unknown before it is read: it counts as the "
+          "largest of the last 16 MultiSets until it is); another request is "
+          "counted once gRPC has received it and is answered "
+          "RESOURCE_EXHAUSTED at once if it does not fit. A request runs "
+          "when nothing else is held, so a message larger than this still "
+          "runs, alone. -1 (the default): 1/20 of --memory_mb plus 12 MiB "
+          "(15 MiB at 64 MiB), what the RSS bound of 1.05 x --memory_mb + "
+          "24 MiB leaves beside the process's own 12 MiB. 0: no cap.");
 ABSL_FLAG(uint64_t, grpc_memory_mb, 256,
           "Memory gRPC may use for its connection and message buffers (a "
           "gRPC ResourceQuota): past it gRPC shrinks its read windows and "
@@ -163,15 +164,15 @@ ABSL_FLAG(uint64_t, grpc_memory_mb, 256,
           "apart from --memory_mb; 0: no quota (gRPC's default).");
 ABSL_FLAG(bool, grpc_bdp_probe, false,
           "Let gRPC probe each connection's bandwidth-delay product and grow "
-          "its HTTP/2 windows to match, shrinking them as --grpc_memory_mb "
-          "fills (gRPC's default). Off, the stream window stays at 1 MiB: "
-          "under bursts of large MultiSets from 4 callers the RSS stayed 5-7 "
-          "MiB lower (inside --memory_mb's bound), for 20-30% more server CPU "
-          "per large value received, but with 16 or more MultiSets in flight "
-          "it went higher than with the probe (docs/memory_bench.md). Turn it "
-          "on for clients far away (a high bandwidth-delay product), for many "
-          "concurrent large writers, or when CPU matters more than the RSS "
-          "bound.");
+          "its HTTP/2 windows to match (up to 16 MiB per stream while "
+          "--grpc_memory_mb is less than 20% used), shrinking them as it "
+          "fills (gRPC's default). Off, the stream window stays at 64 KiB, "
+          "which is what a MultiSet waiting for --max_in_flight_mb may have "
+          "sent unread; on, waiting MultiSets can hold up to the grown window "
+          "each, past the RSS bound. Off cost 20-30% more server CPU per "
+          "large value received in 2026-11-25 runs (docs/memory_bench.md). Turn "
+          "it on for clients far away (a high bandwidth-delay product) when CPU or "
+          "throughput matters more than the RSS bound.");
 ABSL_FLAG(int, grpc_callback_threads, -1,
           "gRPC callback threads left to serve the server; gRPC runs "
           "max(2, cores / 2) (at most 16) and the others are parked while "
@@ -458,10 +459,20 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
     if (value == 0) return AtLeastOne(flag, 0);
   }
   o.stream_limits.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
-  const absl::StatusOr<uint64_t> in_flight_bytes =
-      Bytes("max_in_flight_mb", absl::GetFlag(FLAGS_max_in_flight_mb), 20);
-  if (!in_flight_bytes.ok()) return in_flight_bytes.status();
-  o.stream_limits.max_in_flight_bytes = *in_flight_bytes;
+  const int64_t in_flight_mb = absl::GetFlag(FLAGS_max_in_flight_mb);
+  if (in_flight_mb < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_in_flight_mb=", in_flight_mb,
+                     ": must be -1 (from --memory_mb), 0 (no cap) or more"));
+  }
+  if (in_flight_mb == -1) {
+    o.stream_limits.max_in_flight_bytes = RequestBytesForBudget(*memory);
+  } else {
+    const absl::StatusOr<uint64_t> in_flight_bytes = Bytes(
+        "max_in_flight_mb", static_cast<uint64_t>(in_flight_mb), 20);
+    if (!in_flight_bytes.ok()) return in_flight_bytes.status();
+    o.stream_limits.max_in_flight_bytes = *in_flight_bytes;
+  }
   const absl::StatusOr<uint64_t> grpc_memory =
       Bytes("grpc_memory_mb", absl::GetFlag(FLAGS_grpc_memory_mb), 20);
   if (!grpc_memory.ok()) return grpc_memory.status();

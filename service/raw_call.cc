@@ -40,13 +40,18 @@ grpc::Status SerializeMessage(const google::protobuf::MessageLite& message,
 
 grpc::ServerUnaryReactor* RawUnaryReply::Reply(const grpc::Status& status) {
   grpc::ServerUnaryReactor* const reactor = reactor_;
+  StreamedAnswer* const answer = answer_;
   grpc::Status final_status = status;
   if (status.ok()) {
     grpc::Status serialized = SerializeMessage(*response_, reply_);
     if (!serialized.ok()) final_status = serialized;
   }
   delete this;
-  reactor->Finish(final_status);
+  if (answer != nullptr) {
+    answer->Answer(final_status);
+  } else {
+    reactor->Finish(final_status);
+  }
   return reactor;
 }
 

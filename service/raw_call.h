@@ -54,6 +54,17 @@ void ReleaseParsedBytes(const grpc::ByteBuffer& bytes);
 grpc::Status SerializeMessage(const google::protobuf::MessageLite& message,
                               grpc::ByteBuffer* bytes);
 
+// Where a unary RPC that the service reads as a stream of one message
+// (MultiSet: service/request_byte_gate.h says why) sends its answer: the
+// response's bytes, when the status is OK, then the status.
+class StreamedAnswer {
+ public:
+  virtual void Answer(const grpc::Status& status) = 0;
+
+ protected:
+  ~StreamedAnswer() = default;
+};
+
 // What a raw unary RPC needs until it is answered: its response message and
 // where the response's bytes go. The RPC is finished by gRPC's default
 // reactor (CallbackServerContext::DefaultReactor): gRPC runs a custom
@@ -67,10 +78,11 @@ class RawUnaryReply {
 
   // Serializes the response when `status` is OK, deletes this object (the
   // messages are not needed once the response is bytes) and finishes the RPC
-  // with `status`. Returns the reactor that finished it. Call once.
+  // with `status`. Returns the reactor that finished it (null for a
+  // streamed one). Call once.
   grpc::ServerUnaryReactor* Reply(const grpc::Status& status);
 
-  // The reactor that Reply finishes.
+  // The reactor that Reply finishes (null for a streamed one).
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
 
   // Slots of the service's in-flight cap (service/in_flight_limit.h) that
@@ -89,10 +101,17 @@ class RawUnaryReply {
                 const google::protobuf::MessageLite* response,
                 grpc::ByteBuffer* reply)
       : reactor_(reactor), response_(response), reply_(reply) {}
+  // Answered through `answer` instead, with the response's bytes in `reply`
+  // (the answer's, valid until it is called).
+  RawUnaryReply(StreamedAnswer* answer,
+                const google::protobuf::MessageLite* response,
+                grpc::ByteBuffer* reply)
+      : answer_(answer), response_(response), reply_(reply) {}
   virtual ~RawUnaryReply() = default;
 
  private:
-  grpc::ServerUnaryReactor* const reactor_;
+  grpc::ServerUnaryReactor* const reactor_ = nullptr;
+  StreamedAnswer* const answer_ = nullptr;
   const google::protobuf::MessageLite* const response_;
   grpc::ByteBuffer* const reply_;
   size_t in_flight_slots_ = 0;
@@ -106,6 +125,8 @@ class RawUnaryCall final : public RawUnaryReply {
  public:
   RawUnaryCall(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* reply)
       : RawUnaryReply(reactor, &response, reply) {}
+  RawUnaryCall(StreamedAnswer* answer, grpc::ByteBuffer* reply)
+      : RawUnaryReply(answer, &response, reply) {}
 
   Request request;
   Response response;

@@ -49,11 +49,10 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const ServerOptions& options,
   // the start.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (!options.grpc_bdp_probe) {
-    // Measured, not derived from gRPC's code: with the probe off the RSS
-    // under bursts of large MultiSets peaked lower, and lower still with a
-    // stream window of 1 MiB than with gRPC's 64 KiB (4 callers x 4 x 1 MiB:
-    // median peak 1.47 x budget with the probe, 1.40 without, 1.37 with
-    // this window; bench/results/2026-11-25-inplace).
+    // With the probe on, gRPC 1.51 announces windows of up to 16 MiB while
+    // its quota is below 20% used (chttp2's flow_control.cc), which
+    // MultiSets waiting for the request-bytes cap could fill unread. Off,
+    // the window is kStreamWindowBytes (server.h says why that size).
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
                                kStreamWindowBytes);

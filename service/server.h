@@ -27,9 +27,27 @@
 namespace furrballs::service {
 
 // The HTTP/2 stream window the server announces when gRPC's BDP probe is off
-// (ServerOptions::grpc_bdp_probe): one maximum-size value (--max_value_bytes'
-// default) per stream before the sender waits for the server to read.
-inline constexpr int kStreamWindowBytes = 1 << 20;
+// (ServerOptions::grpc_bdp_probe): what a client may send on a stream that
+// the server has not asked to read. A MultiSet waiting for room in the
+// request bytes (service/request_byte_gate.h) holds at most this in gRPC,
+// and so does a connection's set of waiting streams (the connection window
+// is this plus what reading streams were granted). gRPC's own default; 1 MiB
+// let 16 waiting MultiSets hold up to 16 MiB unread (at 8 callers x 2 x
+// 14 MiB: 1.65 x budget, against 1.41 with 64 KiB; 2 runs each,
+// bench/results/2026-11-25-grpcquota). A read that the server asks for gets
+// the message's whole length at once (chttp2's min_progress_size).
+inline constexpr int kStreamWindowBytes = 64 << 10;
+
+// The request bytes the server holds at once when --max_in_flight_mb is not
+// given (StreamLimits::max_in_flight_bytes): issue 13's bound on the RSS is
+// 1.05 x budget + 24 MiB, and an idle server beside its full budget holds
+// about 8-10 MiB of its own (code, libraries, stacks, gRPC's connections;
+// docs/memory_bench.md), so requests get the 5% and 12 of the 24 MiB. At a
+// 64 MiB budget 15.2 MiB, where the largest MultiSet the stress sends is
+// 14 MiB (bench/results/2026-11-25-grpcquota).
+constexpr size_t RequestBytesForBudget(size_t memory_budget_bytes) {
+  return memory_budget_bytes / 20 + (size_t{12} << 20);
+}
 
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free port (see Server::port()).
@@ -52,11 +70,12 @@ struct ServerOptions {
   // Whether gRPC probes the connection's bandwidth-delay product to grow its
   // HTTP/2 windows, and shrinks them as grpc_memory_bytes fills (gRPC's
   // default; gRPC 1.51 adapts the windows to its quota only with the probe).
-  // Off, the stream window stays at kStreamWindowBytes: under bursts of
-  // 4 x 1 MiB MultiSets from 4 callers the RSS peaked 5-7 MiB lower and
-  // stayed 4 MiB lower after them, for 20-30% more server CPU per large
-  // item; with 16-32 MultiSets in flight it peaked higher than with the
-  // probe (docs/memory_bench.md, "Requests in flight are bounded").
+  // Off, the stream window stays at kStreamWindowBytes, which bounds what
+  // MultiSets waiting for the request-bytes cap hold unread; on, gRPC
+  // announces up to 16 MiB per stream while its quota is below 20% used,
+  // and waiting MultiSets can fill that. Off cost 20-30% more server CPU
+  // per large item stored in the 2026-11-25 inplace runs, and nothing
+  // measurable on small requests (docs/memory_bench.md).
   bool grpc_bdp_probe = true;
   // How many of gRPC's callback threads serve the process: the others are
   // parked while the server runs (service/callback_threads.h). 0 leaves
@@ -141,6 +160,11 @@ class Server {
   // Counts of the requests served, for an exporter (the binary's metrics).
   const RequestStats& request_stats() const {
     return service_->request_stats();
+  }
+  // The request bytes held and the MultiSets waiting to be read
+  // (--max_in_flight_mb); for tests and an exporter.
+  const RequestByteGate& request_bytes() const {
+    return service_->in_flight_bytes();
   }
 
  private:

@@ -67,8 +67,9 @@ void PrintConfiguration(const Server& server, const std::string& secret,
               kMallocMmapThresholdBytes >> 10, kMallocTrimThresholdBytes >> 10);
   // What requests may hold beside the budget, in one place.
   std::printf("furrballs: requests: beside --memory_mb, up to %zu MiB of unary "
-              "requests served at once (--max_in_flight_mb; 0: no cap) and "
-              "%zu MiB of gRPC buffers (--grpc_memory_mb; 0: no quota)\n",
+              "requests held at once, MultiSets waiting unread for room "
+              "(--max_in_flight_mb; 0: no cap), and %zu MiB of gRPC buffers "
+              "(--grpc_memory_mb; 0: no quota)\n",
               o.stream_limits.max_in_flight_bytes >> 20,
               o.grpc_memory_bytes >> 20);
   if (o.grpc_bdp_probe) {

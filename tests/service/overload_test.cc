@@ -49,11 +49,12 @@ class OverloadTest : public ::testing::Test {
 
   // Direct mode holds a Set on its gRPC thread, NodeJob mode on the node's
   // worker (then later ops queue behind it, each holding its slot).
-  void StartServer(DispatchMode mode, size_t max_in_flight_bytes = 0) {
+  void StartServer(DispatchMode mode, size_t max_in_flight_bytes = 0,
+                   size_t cap = kCap) {
     ServerOptions o = test_support::LoopbackServerOptions(mode, /*nodes=*/1);
-    o.stream_limits.max_in_flight = kCap;
+    o.stream_limits.max_in_flight = cap;
     o.stream_limits.max_in_flight_bytes = max_in_flight_bytes;
-    o.stream_limits.max_batch_ops = kCap;  // as the binary requires
+    o.stream_limits.max_batch_ops = cap;  // as the binary requires
     o.grpc_memory_bytes = size_t{64} << 20;  // the quota is accepted
     auto server = Server::Start(o);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -272,6 +273,101 @@ TEST_F(OverloadTest, APipelineOpPastTheCapIsRejectedAndItsStreamGoesOn) {
   stream->WritesDone();
   const grpc::Status end = stream->Finish();
   EXPECT_TRUE(end.ok()) << end.error_message();
+}
+
+// A MultiSet for the request-bytes tests: 4 values of 512 KiB (2 MiB).
+v1::MultiSetRequest TwoMiBMultiSet(const std::string& prefix) {
+  v1::MultiSetRequest req;
+  for (int i = 0; i < 4; ++i) {
+    v1::SetRequest* item = req.add_items();
+    item->set_key(prefix + std::to_string(i));
+    item->set_value(std::string(512 << 10, 'm'));
+  }
+  return req;
+}
+
+// What gRPC reads for MultiSets is bounded by the request-bytes cap
+// (service/request_byte_gate.h): while one MultiSet holds its 2 MiB in the
+// engine (its first insert held), the others are not read, neither
+// assembled by gRPC nor refused, but wait, unread, for room; once the held
+// one is answered they all run, and every item is stored. Without the gate
+// gRPC would read all five at once and the cap could only refuse the four
+// that did not fit, after they had been received.
+TEST_F(OverloadTest, MultiSetsWaitUnreadWhileTheRequestBytesCapIsFull) {
+  constexpr size_t kBytesCap = size_t{3} << 20;  // one 2 MiB MultiSet
+  constexpr int kWaiting = 4;
+  StartServer(DispatchMode::kDirect, kBytesCap, /*cap=*/64);
+  g_held = 0;
+  g_release = false;
+  g_to_hold = 1;
+  std::vector<std::thread> calls;
+  std::atomic<int> ok{0};
+  auto multi_set = [this, &ok](const std::string& prefix) {
+    grpc::ClientContext ctx;
+    v1::MultiSetResponse resp;
+    const grpc::Status s = stub_->MultiSet(&ctx, TwoMiBMultiSet(prefix), &resp);
+    EXPECT_TRUE(s.ok()) << prefix << ": " << s.error_message();
+    for (const v1::SetResult& r : resp.results()) EXPECT_EQ(r.code(), 0);
+    if (s.ok() && resp.results_size() == 4) ok.fetch_add(1);
+  };
+  calls.emplace_back(multi_set, "held");
+  ASSERT_TRUE(test_support::Eventually([] { return g_held.load() == 1; }))
+      << "the first MultiSet never reached the engine";
+  for (int i = 0; i < kWaiting; ++i) {
+    calls.emplace_back(multi_set, "waiting" + std::to_string(i));
+  }
+  const RequestByteGate& gate = server_->request_bytes();
+  EXPECT_TRUE(test_support::Eventually(
+      [&gate] { return gate.waiting() == size_t{kWaiting}; }))
+      << gate.waiting() << " MultiSets waiting";
+  EXPECT_LE(gate.in_flight(), kBytesCap);
+
+  Release();
+  for (std::thread& t : calls) t.join();
+  EXPECT_EQ(ok.load(), kWaiting + 1);
+  for (int i = 0; i < kWaiting; ++i) {
+    v1::GetResponse got;
+    ASSERT_TRUE(Get("waiting" + std::to_string(i) + "3", &got).ok());
+    EXPECT_TRUE(got.found());
+  }
+  EXPECT_EQ(gate.waiting(), 0u);
+  EXPECT_EQ(gate.in_flight(), 0u);
+  EXPECT_LE(gate.peak(), kBytesCap);
+}
+
+// A MultiSet cancelled while it waits for room leaves the queue: it is
+// never read, and the one holding the room finishes as before.
+TEST_F(OverloadTest, AMultiSetCancelledWhileWaitingLeavesTheQueue) {
+  StartServer(DispatchMode::kDirect, size_t{3} << 20, /*cap=*/64);
+  g_held = 0;
+  g_release = false;
+  g_to_hold = 1;
+  std::thread held([this] {
+    grpc::ClientContext ctx;
+    v1::MultiSetResponse resp;
+    const grpc::Status s = stub_->MultiSet(&ctx, TwoMiBMultiSet("held"), &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  });
+  ASSERT_TRUE(test_support::Eventually([] { return g_held.load() == 1; }));
+  grpc::ClientContext ctx;
+  grpc::Status cancelled;
+  std::thread waiting([this, &ctx, &cancelled] {
+    v1::MultiSetResponse resp;
+    cancelled = stub_->MultiSet(&ctx, TwoMiBMultiSet("gone"), &resp);
+  });
+  const RequestByteGate& gate = server_->request_bytes();
+  ASSERT_TRUE(test_support::Eventually([&gate] { return gate.waiting() == 1; }));
+  ctx.TryCancel();
+  waiting.join();
+  EXPECT_EQ(cancelled.error_code(), StatusCode::CANCELLED);
+  EXPECT_TRUE(test_support::Eventually([&gate] { return gate.waiting() == 0; }))
+      << "the cancelled MultiSet stayed queued";
+  Release();
+  held.join();
+  v1::GetResponse got;
+  ASSERT_TRUE(Get("gone0", &got).ok());
+  EXPECT_FALSE(got.found()) << "a cancelled MultiSet was never read";
+  EXPECT_EQ(gate.in_flight(), 0u);
 }
 
 }  // namespace
