@@ -36,13 +36,18 @@ SMAPS_HEADER = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S+) ([0-9a-f]+) \S+ (\d+)
 # are matched by their prefixes.
 ORIGINS = [
     ("ours (furrballs)", re.compile(r"furrballs::|^furrballs|Furrball")),
-    ("RocksDB", re.compile(r"rocksdb::|^rocksdb_|ROCKSDB|^ZSTD|^LZ4|snappy::|^BZ2|^deflate|^inflate")),
-    ("gRPC", re.compile(r"grpc|^gpr_|^census|^upb_|^_upb|^ares_|^ares__|re2::|^address_sorting|^tsi_|^alts_|envoy|xds|^_grpc|^cq_")),
+    ("RocksDB", re.compile(r"rocksdb::|^rocksdb_|ROCKSDB|^ZSTD|^LZ4|snappy::|^BZ2|^deflate|"
+                           r"^inflate")),
+    ("gRPC", re.compile(r"grpc|^gpr_|^census|^upb_|^_upb|^ares_|re2::|^address_sorting|^tsi_|"
+                        r"^alts_|envoy|xds|^cq_")),
     ("protobuf", re.compile(r"google::protobuf|^google::")),
     ("Abseil", re.compile(r"absl::")),
-    ("OpenSSL", re.compile(r"^(SSL|ssl|EVP|evp|OPENSSL|ossl|CRYPTO|crypto|BN|bn_|EC_|ec_|RSA|rsa|X509|x509|ASN1|asn1|PEM|pem|BIO|bio|OBJ|ERR|err_|SHA|sha|AES|aes|tls|dtls|DH|dh_|DSA|dsa|OSSL|PKCS|pkcs|CONF|conf|ENGINE|engine|RAND|rand|HMAC|MD5|md5|CMS|OCSP|ossl|chacha|poly1305|x25519|ecp_|gcm|ChaCha|KDF|kdf|PROV|prov|NCONF|UI_|DES|des_|CAST|cast_|camellia|Camellia|aria|ARIA|SM2|sm2|SM3|sm3|SM4|sm4|whirlpool|WHIRLPOOL|RC2|RC4|RC5|rc4|blake|BLAKE|SCT|CT_|ct_|OPENSSL|i2d|d2i|IDEA|bf_|BF_|siphash|SipHash|keccak|SHA3|ripemd|RIPEMD|MDC2|SEED|seed|SRP|srp|TS_|ts_|ESS|CRL|crl|PKEY|pkey|ecdsa|ECDSA|ECDH|ecdh|ecx|ED25519|ED448|X448|ossl_)")),
+    ("OpenSSL", re.compile(r"^(SSL|ssl|EVP|evp|OPENSSL|OSSL|ossl|CRYPTO|crypto|BN|bn_|EC|ec_|RSA|"
+                           r"rsa|X509|x509|ASN1|asn1|PEM|BIO|ERR|OBJ|SHA|sha|AES|aes|tls|i2d|"
+                           r"d2i)")),
     ("numa, xxHash", re.compile(r"^numa_|^XXH|^_XXH")),
-    ("C++ runtime (static parts)", re.compile(r"^std::|^__cxa|^__gnu_cxx|^operator (new|delete)|^__cxx")),
+    ("C++ runtime (static parts)", re.compile(r"^std::|^__cxa|^__gnu_cxx|^operator (new|delete)|"
+                                              r"^__cxx")),
 ]
 
 
