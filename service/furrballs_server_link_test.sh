@@ -3,7 +3,8 @@
 # archives (third_party/BUILD) and packs its relative relocations
 # (service/BUILD): it loads only the shared libraries that have no archive
 # in Debian, and the loader finds a DT_RELR table. Either one lost brings
-# back megabytes of idle RSS (docs/build.md, "How the server links").
+# back megabytes of idle RSS (docs/build.md, "How the server links"). And
+# its serving code is laid out together (.text.serving).
 #
 # usage: furrballs_server_link_test.sh SERVER_BINARY
 set -u
@@ -36,6 +37,21 @@ if grep -q '(RELR)' <<<"$dynamic"; then
   echo "ok: relative relocations packed (DT_RELR)"
 else
   echo "FAIL: no DT_RELR: the server is not linked with -z pack-relative-relocs"
+  failed=1
+fi
+# The code serving runs sits together ahead of the rest
+# (service/serving_sections.ld): without it, after a fill the server holds
+# about 2 MiB more of its binary's pages (docs/memory_bench.md, "The
+# server's file pages"). A list that no longer matches the archives (a
+# dependency upgrade) leaves the section nearly empty.
+serving=$(readelf --section-headers --wide "$server" |
+  sed -n 's/.*\] \.text\.serving *PROGBITS *[0-9a-f]* [0-9a-f]* \([0-9a-f]*\).*/\1/p')
+min_serving=$((1 << 20))
+if [ -n "$serving" ] && [ $((16#$serving)) -ge $min_serving ]; then
+  echo "ok: .text.serving holds $((16#$serving)) bytes"
+else
+  echo "FAIL: .text.serving is ${serving:+0x}${serving:-missing}, under $min_serving bytes:" \
+    "regenerate service/serving_sections.ld (bench/memory/serving_sections.py)"
   failed=1
 fi
 if [ "$failed" -ne 0 ]; then
