@@ -322,10 +322,17 @@ class MultiSetReactor final
     svc_->in_flight_bytes().Settle(reserved_, bytes, ok);
     rpc_->set_in_flight_bytes(bytes);
     if (!ok) {
-      // The client half-closed without a message, or the call ended.
+      // The call ended (cancelled, past its deadline, or a message over
+      // --max_message_bytes, which gRPC itself answers) or the client
+      // half-closed without a message: only the last is the client's
+      // mistake, and only it is recorded as INVALID_ARGUMENT.
       FinishCounted(svc_, rpc_, kOp, start_,
-                    Status(grpc::StatusCode::INVALID_ARGUMENT,
-                           "MultiSet: no request message"));
+                    ctx_->IsCancelled()
+                        ? Status(grpc::StatusCode::CANCELLED,
+                                 "MultiSet: the call ended before its "
+                                 "request was read")
+                        : Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "MultiSet: no request message"));
       return;
     }
     ServeMultiSetInPlace(svc_, ctx_, rpc_, request_, start_);

@@ -15,9 +15,12 @@ size_t RequestByteGate::EstimateLocked() const {
     estimate = *std::max_element(recent_.begin(),
                                  recent_.begin() + recent_count_);
   }
-  // A reservation larger than the cap could only be admitted alone, which
-  // a read no larger than the cap need not wait for.
-  return std::min(estimate, limit_);
+  // At least a kMaxSmallReads-th of the cap: with empty or tiny recent
+  // messages the estimate would otherwise admit any number of reads, each
+  // free to receive a message of any size. And at most the cap: a larger
+  // reservation could only be admitted alone, which a read no larger than
+  // the cap need not wait for.
+  return std::min(std::max(estimate, limit_ / kMaxSmallReads), limit_);
 }
 
 bool RequestByteGate::FitsLocked(size_t n) const {
@@ -33,9 +36,14 @@ bool RequestByteGate::TryAcquireOrAlone(size_t n) {
   if (limit_ == 0 || n == 0) return true;
   MutexLock lock(&mu_);
   // Queued reads came first: a received request does not overtake them
-  // unless it fits beside them too (it is refused instead, freeing its
-  // bytes at once).
-  if (!FitsLocked(n)) return false;
+  // unless it fits beside the head's reservation too (it is refused
+  // instead, freeing its bytes at once). Without this, overlapping unary
+  // requests could keep a read that needs an empty gate waiting forever.
+  if (!waiters_.empty()) {
+    if (in_flight_ + n + EstimateLocked() > limit_) return false;
+  } else if (!FitsLocked(n)) {
+    return false;
+  }
   TakeLocked(n);
   return true;
 }

@@ -19,17 +19,24 @@
 //
 // The size of a message is unknown until it has been read, so a read
 // reserves an estimate: the largest of the last kRecentReads reads settled,
-// or, before any, the largest message allowed (capped at the gate's size).
+// or, before any, the largest message allowed, but at least a
+// kMaxSmallReads-th of the gate and at most all of it.
 // When the read is done the reservation becomes the message's real size,
 // held until the request is answered. A read is admitted while the bytes
 // held and reserved leave room for its reservation, or when nothing is held
 // at all (so a message larger than the cap still runs, alone); the others
 // wait in arrival order. The bound is exact for messages no larger than the
-// recent ones; a burst of larger ones can pass it once, by the difference,
-// before the estimate has grown.
+// recent ones; a burst of larger ones can pass it by the difference for
+// each read admitted before the first of them settles (at most
+// kMaxSmallReads reads, fewer the larger the estimate), before the
+// estimate has grown.
 //
 // Unary requests read by gRPC (Get, Set, ...) are counted too, once
-// received: TryAcquireOrAlone refuses one that does not fit, as before.
+// received: TryAcquireOrAlone refuses one that does not fit, and while a
+// read waits, one that does not fit beside the reservation of the read at
+// the head of the queue, so that unary traffic cannot keep a read that
+// needs an empty gate waiting forever (it is refused RESOURCE_EXHAUSTED
+// meanwhile instead).
 #ifndef FURRBALLS_SERVICE_REQUEST_BYTE_GATE_H_
 #define FURRBALLS_SERVICE_REQUEST_BYTE_GATE_H_
 
@@ -58,6 +65,9 @@ class RequestByteGate {
 
   // How many settled reads the estimate remembers.
   static constexpr size_t kRecentReads = 16;
+  // A read reserves at least limit / kMaxSmallReads, so at most this many
+  // reads are in progress at once however small the recent messages were.
+  static constexpr size_t kMaxSmallReads = 16;
 
   // At most `limit` bytes held (0: no cap, and reads are never queued);
   // before any read is settled a read reserves min(first_estimate, limit).

@@ -77,6 +77,54 @@ TEST(RequestByteGateTest, ReadsWaitInArrivalOrderAndLeaveWhenCancelled) {
   EXPECT_EQ(gate.in_flight(), 0u);
 }
 
+TEST(RequestByteGateTest, EmptyMessagesDoNotOpenTheGate) {
+  // Sixteen empty MultiSets once made the estimate 0, and every later read
+  // was admitted with nothing reserved, free to receive any size.
+  constexpr size_t kCap = 1600;
+  RequestByteGate gate(kCap, kCap);
+  Recorder r[RequestByteGate::kRecentReads + 1];
+  size_t reserved = 0;
+  for (size_t i = 0; i < RequestByteGate::kRecentReads; ++i) {
+    ASSERT_TRUE(gate.Reserve(&r[i], &reserved));
+    gate.Settle(reserved, 0, /*read_ok=*/true);
+  }
+  Recorder more[2 * RequestByteGate::kMaxSmallReads];
+  size_t admitted = 0;
+  for (Recorder& m : more) admitted += gate.Reserve(&m, &reserved);
+  EXPECT_EQ(admitted, RequestByteGate::kMaxSmallReads);
+  EXPECT_EQ(gate.in_flight(), kCap);
+  EXPECT_EQ(gate.waiting(), RequestByteGate::kMaxSmallReads);
+  for (size_t i = 0; i < admitted; ++i) {
+    gate.Settle(kCap / RequestByteGate::kMaxSmallReads, 0, true);
+  }
+  EXPECT_EQ(gate.waiting(), 0u) << "the queued ones admitted as room came";
+  for (size_t i = 0; i < RequestByteGate::kMaxSmallReads; ++i) {
+    gate.Settle(kCap / RequestByteGate::kMaxSmallReads, 0, true);
+  }
+  EXPECT_EQ(gate.in_flight(), 0u);
+}
+
+TEST(RequestByteGateTest, UnaryRequestsDoNotOvertakeAQueuedRead) {
+  // The first read reserves the whole cap, so it needs an empty gate;
+  // overlapping unary requests used to keep the gate from ever emptying.
+  RequestByteGate gate(100, 100);
+  ASSERT_TRUE(gate.TryAcquireOrAlone(1));
+  Recorder read;
+  size_t reserved = 0;
+  ASSERT_FALSE(gate.Reserve(&read, &reserved));
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_FALSE(gate.TryAcquireOrAlone(1)) << "overtook the queued read";
+  }
+  gate.Release(1);
+  EXPECT_EQ(read.reserved, 100u) << "admitted once the gate emptied";
+  EXPECT_EQ(gate.waiting(), 0u);
+  gate.Settle(100, 10, true);
+  EXPECT_TRUE(gate.TryAcquireOrAlone(1)) << "nothing waits: room is room";
+  gate.Release(1);
+  gate.Release(10);
+  EXPECT_EQ(gate.in_flight(), 0u);
+}
+
 TEST(RequestByteGateTest, ZeroMeansNoCap) {
   RequestByteGate gate(0, 1 << 20);
   Recorder w;
