@@ -386,8 +386,9 @@ inline void CopyPortable(const uint8_t* entry, const EntryHeader& header,
 }
 
 // Splits a portable form held in memory (a spilled page's copy, a moved
-// key's) into its key, value and kind; false if it is too short to be one
-// or names no key.
+// key's) into its key, value and kind; false if it is too short to be one,
+// names no key or a kind there is not. Fuzzed (entry_fuzz): the bytes come
+// from disk.
 inline bool SplitPortable(std::string_view portable, std::string_view* key,
                           std::string_view* value, EntryKind* kind) {
   uint16_t field = 0;
@@ -395,7 +396,7 @@ inline bool SplitPortable(std::string_view portable, std::string_view* key,
   std::memcpy(&field, portable.data(), sizeof(field));
   *kind = static_cast<EntryKind>(field >> kKeySizeBits);
   const size_t key_size = field & kMaxPayloadKeyBytes;
-  if (key_size == 0 ||
+  if (key_size == 0 || *kind > EntryKind::kChunk ||
       portable.size() - kPortableKeyFieldBytes < key_size) {
     return false;
   }

@@ -229,6 +229,9 @@ TEST(EntryTest, ThePortableFormIsTheEarlierPayloadLayout) {
                              &value, &kind));
   EXPECT_FALSE(SplitPortable(std::string_view("\x00\x00" "ab", 4), &key,
                              &value, &kind));
+  // A kind there is not (the field's top bits both set).
+  EXPECT_FALSE(SplitPortable(std::string_view("\x02\xc0" "ab", 4), &key,
+                             &value, &kind));
 }
 
 // The largest entry the largest page holds, under the largest key: the
