@@ -21,7 +21,7 @@ TEST(FurrBallLimitsSpillTest, TheLargestEntriesComeBackAfterAWarmRestart) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / "limits_warm_restart";
   std::filesystem::remove_all(dir);
-  FurrBallOptions o = LargestPages(10);
+  FurrBallOptions o = LongKeyPages(10);
   o.spill_dir = dir.string();
   const std::string whole = Stamped(LargestWholeValue(), 1);
   const std::string chunked = Stamped(LargestWholeValue() + 1, 2);

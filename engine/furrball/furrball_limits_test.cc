@@ -1,8 +1,11 @@
 // The engine at the limits of its entry format (entry.h): pages of
 // kMaxPageSize, the largest a header word describes, and keys of
 // kMaxPayloadKeyBytes, the largest its key field holds, through a real
-// FurrBall: whole and chunked values round-trip and survive the reclaimer
-// (relocation, eviction). furrball_limits_spill_test adds the spill tier.
+// FurrBall: whole and chunked values round-trip at the largest page, and
+// the longest keys survive the reclaimer (relocation, eviction), at 2 MiB
+// pages: filling a budget of the largest pages over and over took minutes
+// under ThreadSanitizer, which tracks every word of page it sees accessed
+// atomically. furrball_limits_spill_test adds the spill tier.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,7 +27,7 @@ namespace furrball_internal {
 namespace {
 
 TEST(FurrBallLimitsTest, TheLargestKeyAtTheLargestPageRoundTrips) {
-  std::unique_ptr<FurrBall> ball = MustOpen(LargestPages(8));
+  std::unique_ptr<FurrBall> ball = MustOpen(LongKeyPages(8));
   ASSERT_NE(ball, nullptr);
   ASSERT_EQ(ball->memory_plan().page_size, kMaxPageSize)
       << ball->memory_plan().Summary();
@@ -53,19 +56,25 @@ TEST(FurrBallLimitsTest, TheLargestKeyAtTheLargestPageRoundTrips) {
   EXPECT_EQ(ball->Set(LongestKey(0) + "x", "v").error, Error::kKeyTooLarge);
 }
 
-// Writes the largest entries under the longest keys, each write of a key a
-// little larger than its last (kSteps steps, then back: an entry keeps its
-// capacity when it shrinks in place), so that an overwrite needs a new
-// entry; reads the key back after each Set. Check: every value found is the
-// last one written under its key.
+// The page size of the reclaimer tests (see the top of the file).
+constexpr uint32_t kChurnPage = 2 << 20;
+
+// Writes the largest whole entries under the longest keys, each write of a
+// key a little larger than its last (kSteps steps, then back: an entry
+// keeps its capacity when it shrinks in place), so that an overwrite needs
+// a new entry; reads the key back after each Set. Check: every value found
+// is the last one written under its key.
 class Churner {
  public:
-  Churner(FurrBall& ball, int keys) : ball_(ball), last_(keys, -1) {}
+  Churner(FurrBall& ball, int keys)
+      : ball_(ball),
+        whole_(LargestWholeValue(ball.memory_plan().page_size)),
+        last_(keys, -1) {}
 
   // Writes key k; returns the bytes written.
   size_t Write(int k) {
     const int step = ++writes_of_[k] % kSteps;
-    const size_t size = LargestWholeValue() - 512 * (kSteps - step);
+    const size_t size = whole_ - 512 * (kSteps - step);
     EXPECT_EQ(ball_.Set(LongestKey(k), Stamped(size, round_)).error,
               Error::kOk)
         << round_;
@@ -90,6 +99,7 @@ class Churner {
  private:
   static constexpr int kSteps = 32;
   FurrBall& ball_;
+  const size_t whole_;
   std::vector<int> last_;
   std::map<int, int> writes_of_;
   std::string got_;
@@ -103,16 +113,18 @@ uint64_t Sum(const FurrBall& ball, uint64_t NodeStatsSnapshot::*field) {
   return n;
 }
 
-// The reclaimer walks pages of the largest entries (hashing their longest
-// keys) and moves them: keys that fill most of the budget, then every
-// other one overwritten, leave every page half dead, so that room for more
-// writes comes from draining pages; the moved entries must come through
-// intact.
-TEST(FurrBallLimitsTest, TheReclaimerRelocatesTheLargestEntries) {
-  std::unique_ptr<FurrBall> ball = MustOpen(LargestPages(8));
+// The reclaimer walks pages of the largest whole entries under the longest
+// keys (hashing each key) and moves them: keys that fill most of the
+// budget, then every other one overwritten, leave every page half dead, so
+// that room for more writes comes from draining pages; the moved entries
+// must come through intact.
+TEST(FurrBallLimitsTest, TheReclaimerRelocatesEntriesOfTheLongestKeys) {
+  std::unique_ptr<FurrBall> ball = MustOpen(LongKeyPages(16, kChurnPage));
   ASSERT_NE(ball, nullptr);
+  ASSERT_EQ(ball->memory_plan().page_size, kChurnPage);
   const uint64_t budget = ball->memory_plan().value_bytes();
-  const int keys = static_cast<int>(budget * 3 / 4 / LargestWholeValue());
+  const int keys =
+      static_cast<int>(budget * 3 / 4 / LargestWholeValue(kChurnPage));
   Churner churn(*ball, keys);
   for (int k = 0; k < keys; ++k) churn.Write(k);
   for (uint64_t written = 0, i = 0; written < 2 * budget; ++i) {
@@ -122,15 +134,17 @@ TEST(FurrBallLimitsTest, TheReclaimerRelocatesTheLargestEntries) {
   EXPECT_GT(Sum(*ball, &NodeStatsSnapshot::relocations), 0u);
 }
 
-// ... and evicts them: 64 keys, twice the budget.
-TEST(FurrBallLimitsTest, TheReclaimerEvictsTheLargestEntries) {
-  std::unique_ptr<FurrBall> ball = MustOpen(LargestPages(6));
+// ... and evicts them: keys worth twice the budget.
+TEST(FurrBallLimitsTest, TheReclaimerEvictsEntriesOfTheLongestKeys) {
+  std::unique_ptr<FurrBall> ball = MustOpen(LongKeyPages(12, kChurnPage));
   ASSERT_NE(ball, nullptr);
+  ASSERT_EQ(ball->memory_plan().page_size, kChurnPage);
   const uint64_t budget = ball->memory_plan().value_bytes();
-  constexpr int kKeys = 64;
-  Churner churn(*ball, kKeys);
+  const int keys =
+      static_cast<int>(2 * budget / LargestWholeValue(kChurnPage));
+  Churner churn(*ball, keys);
   for (uint64_t written = 0, i = 0; written < 2 * budget; ++i) {
-    written += churn.Write(static_cast<int>(i % kKeys));
+    written += churn.Write(static_cast<int>(i % keys));
   }
   churn.CheckAll();
   EXPECT_GT(churn.hits(), 0);

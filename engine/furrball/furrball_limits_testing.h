@@ -29,22 +29,24 @@ inline std::string LongestKey(int i) {
   return k;
 }
 
-// One node of `pages` pages of the largest size, keys of the largest size.
-inline FurrBallOptions LargestPages(uint64_t pages) {
+// One node of `pages` pages of `page_size` bytes (the largest by default),
+// keys of the largest size.
+inline FurrBallOptions LongKeyPages(uint64_t pages,
+                                    uint32_t page_size = kMaxPageSize) {
   FurrBallOptions o;
   o.node_count = 1;
   o.simulate_topology = true;
-  o.page_size_bytes = kMaxPageSize;
-  o.memory_budget_bytes = pages * kMaxPageSize;
+  o.page_size_bytes = page_size;
+  o.memory_budget_bytes = pages * page_size;
   o.max_key_bytes = kMaxPayloadKeyBytes;
-  o.max_value_bytes = 3 * MaxWholeEntryBytes(kMaxPageSize);
+  o.max_value_bytes = 3 * MaxWholeEntryBytes(page_size);
   return o;
 }
 
 // The value size whose entry under LongestKey is exactly the largest one
 // that is not chunked (chunked_value.h: an eighth of the page).
-inline size_t LargestWholeValue() {
-  return MaxWholeEntryBytes(kMaxPageSize) - kEntryHeaderBytes -
+inline size_t LargestWholeValue(uint32_t page_size = kMaxPageSize) {
+  return MaxWholeEntryBytes(page_size) - kEntryHeaderBytes -
          kMaxPayloadKeyBytes;
 }
 
