@@ -58,7 +58,7 @@ ABSL_FLAG(uint64_t, page_kb, furrballs::FurrBallOptions{}.page_size_bytes >> 10,
           "= chosen from the budget: a 256th of a node's share rounded down "
           "to a power of two, 64 to 2048 (2048 from 512 MiB a node), larger "
           "past 65536 pages a node (128 GiB); else a power "
-          "of two from 64 to 65536 that gives a node at most 65536 pages. "
+          "of two from 64 to 32768 that gives a node at most 65536 pages. "
           "Values over an eighth of a page are stored in chunks.");
 ABSL_FLAG(int, nodes, 0,
           "NUMA nodes to serve on. 0 = every node this process may use.");

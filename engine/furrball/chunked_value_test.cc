@@ -17,6 +17,7 @@
 #include "engine/furrball/furrball.h"
 #include "engine/furrball/chunked_value_testing.h"
 #include "engine/furrball/furrball_testing.h"
+#include "engine/furrball/page_pool.h"
 
 namespace furrballs {
 namespace furrball_internal {
@@ -43,7 +44,7 @@ TEST(ChunkedHeadTest, RoundTripsAndRejectsSizesThatDoNotAddUp) {
 }
 
 TEST(ChunkedHeadTest, AChunkEntryFitsTheLargestWholeEntry) {
-  for (uint32_t page : {64u << 10, 2u << 20, 64u << 20}) {
+  for (uint32_t page : {64u << 10, 2u << 20, uint32_t{kMaxPageSize}}) {
     EXPECT_LE(EntryFootprint(PayloadSize(kChunkKeyBytes, ChunkBytesFor(page))),
               MaxWholeEntryBytes(page));
     EXPECT_GT(ChunkBytesFor(page), MaxWholeEntryBytes(page) * 9 / 10);

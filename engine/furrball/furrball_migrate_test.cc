@@ -155,7 +155,7 @@ TEST_P(MigrateTest, LocateEntryForTestingFollowsTheMove) {
   const auto stored_key = [](const void* entry) {
     const uint8_t* e = static_cast<const uint8_t*>(entry);
     std::string key;
-    EXPECT_TRUE(PayloadKey(e, ReadEntryHeader(e).size, &key));
+    EXPECT_TRUE(PayloadKey(e, ReadEntryHeader(e), &key));
     return key;
   };
   const EntryPlacement before = LocateEntryForTesting(*ball, h);

@@ -78,10 +78,13 @@ TEST(OptionsTest, EveryBadFieldIsNamed) {
   const Case cases[] = {
       {"page_size_bytes", [](FurrBallOptions& o) { o.page_size_bytes = 3 << 20; }},
       {"page_size_bytes", [](FurrBallOptions& o) { o.page_size_bytes = 4096; }},
+      // Larger than an entry header describes (entry.h): 32 MiB at most.
+      {"page_size_bytes",
+       [](FurrBallOptions& o) { o.page_size_bytes = size_t{64} << 20; }},
       {"max_value_bytes",
        [](FurrBallOptions& o) { o.max_value_bytes = size_t{2} << 30; }},
       {"max_key_bytes", [](FurrBallOptions& o) { o.max_key_bytes = 0; }},
-      // The key-size field's top bits hold the entry's kind (entry.h).
+      // The header's key-size field has 14 bits (entry.h).
       {"max_key_bytes", [](FurrBallOptions& o) { o.max_key_bytes = 16384; }},
       {"node_count", [](FurrBallOptions& o) { o.node_count = -1; }},
       {"simulate_topology", [](FurrBallOptions& o) { o.simulate_topology = true; }},
@@ -436,9 +439,9 @@ TEST(FurrBallTest, ExpiredKeysAreCountedOnceAndLeaveTheLiveCounts) {
   EXPECT_EQ(s.misses, 6u);
   EXPECT_EQ(s.ttl_expirations, 3u) << "each expired key counted once";
   EXPECT_EQ(s.live_keys, 4u);
-  // Live bytes are payloads: the key (and its 2-byte size) with the value.
-  EXPECT_EQ(s.live_bytes,
-            (2 + 4 + 7u) + (2 + 7 + 3u) + (2 + 8 + 3u) + (2 + 5 + 3u));
+  // Live bytes are payloads: the key with the value (until 2026-11-25 also
+  // the key's 2-byte size, now in the entry header).
+  EXPECT_EQ(s.live_bytes, (4 + 7u) + (7 + 3u) + (8 + 3u) + (5 + 3u));
 
   EXPECT_FALSE(ball->Delete("deleted").deleted);
   s = Sum(ball->Stats());
@@ -451,7 +454,7 @@ TEST(FurrBallTest, ExpiredKeysAreCountedOnceAndLeaveTheLiveCounts) {
   s = Sum(ball->Stats());
   EXPECT_EQ(s.ttl_expirations, 6u);
   EXPECT_EQ(s.live_keys, 3u) << "two expired keys left, two fresh came in";
-  EXPECT_EQ(s.live_bytes, (2 + 4 + 7u) + (2 + 8 + 3u) + (2 + 5 + 500u));
+  EXPECT_EQ(s.live_bytes, (4 + 7u) + (8 + 3u) + (5 + 500u));
   EXPECT_EQ(s.sets, 9u);
 }
 
@@ -828,7 +831,7 @@ TEST(FurrBallTest, StatsCountEveryOperation) {
   EXPECT_EQ(s.touches, 1u);
   EXPECT_EQ(s.deletes, 1u);
   EXPECT_EQ(s.live_keys, 1u);
-  EXPECT_EQ(s.live_bytes, 2 + 1 + 3u) << "a's key and value";
+  EXPECT_EQ(s.live_bytes, 1 + 3u) << "a's key and value";
   EXPECT_EQ(s.memory_limit_bytes, ball->memory_plan().value_bytes());
   EXPECT_EQ(s.pages_hot + s.pages_cold + s.pages_empty + s.pages_freeze +
                 s.pages_staging,

@@ -20,11 +20,11 @@ namespace furrballs {
 //
 // The location is a page index and an offset in 8-byte words (entries are
 // 8-aligned, entry.h): 2^16 pages per node and 2^24 words, i.e. pages up to
-// 128 MiB (kMaxPageSize is 64 MiB). At the default 2 MiB pages that is 128
-// GiB per node; the memory plan picks larger pages for larger shares and
-// refuses an explicit page size that would need more pages
-// (memory_plan.cc), so the limit is a clear error at Open, never a
-// truncated index.
+// 128 MiB (kMaxPageSize is 32 MiB, what an entry header can describe:
+// page_pool.h). At the default 2 MiB pages that is 128 GiB per node; the
+// memory plan picks larger pages for larger shares and refuses an explicit
+// page size that would need more pages (memory_plan.cc), so the limit is a
+// clear error at Open, never a truncated index.
 //
 // The generation is the page's recycle count modulo 2^16. It was 24 bits
 // while KeyMeta had room; what it protects today is narrow. A Get validates

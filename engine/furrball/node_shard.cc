@@ -54,17 +54,18 @@ NodeShard::Create(const ShardConfig& config, const Numatic* numatic) {
       numatic->NodeAllocator(config.node, PageKind::kTransparentHuge);
   if (!allocator.ok()) return allocator.status();
 
-  // The memory plan keeps both within what a KeyMeta can name (key_meta.h);
-  // a shard built from another config must not truncate an index.
+  // The memory plan keeps both within what a KeyMeta can name (key_meta.h)
+  // and an entry header can describe (kMaxPageSize, page_pool.h); a shard
+  // built from another config must not truncate an index or a header.
   if (config.page_count > kMaxPagesPerNode ||
-      config.page_size > kMaxKeyMetaOffset) {
+      config.page_size > kMaxPageSize) {
     return ErrorStatus(Error::kInvalidArgument,
                        absl::StrCat("node ", config.node, ": ",
                                     config.page_count, " pages of ",
                                     config.page_size,
-                                    " bytes; a KeyMeta names at most ",
+                                    " bytes; a node has at most ",
                                     kMaxPagesPerNode, " pages of at most ",
-                                    kMaxKeyMetaOffset, " bytes"));
+                                    kMaxPageSize, " bytes"));
   }
   const size_t block_bytes = size_t{config.page_count} * config.page_size;
   // Value pages are read at random, so huge pages save TLB misses

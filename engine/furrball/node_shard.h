@@ -446,9 +446,9 @@ class NodeShard {
   // not change (or a writer holds the slot: the sample is dropped).
   bool RecordRead(const HashPair& h, bool local);
   // REQUIRES: the key's write lock.
-  // Copies the payload (entry.h: key, kind, value) and KeyMeta of `h` if it
-  // is resident, unexpired and a client's plain value; false otherwise
-  // (chunked heads and chunks stay where they are: key_mover.h).
+  // Copies the portable form (entry.h: kind, key, value) and KeyMeta of
+  // `h` if it is resident, unexpired and a client's plain value; false
+  // otherwise (chunked heads and chunks stay where they are: key_mover.h).
   bool CopyForMove(const HashPair& h, std::string* payload, KeyMeta* meta);
   // REQUIRES: the key's write lock; `h` is not resident here.
   // Inserts a moved copy with meta's version and deadline and the counters
@@ -586,7 +586,7 @@ class NodeShard {
   SetResult SetValue(const HashPair& h, std::string_view key,
                      std::string_view value, const WriteOptions& options,
                      EntryKind kind, std::string* replaced_head);
-  // The header (size, capacity) of the entry `m` names. REQUIRES: `m`
+  // The header (size, capacity, key size, kind) of the entry `m` names. REQUIRES: `m`
   // still names it (the caller is inside the slot's seqlock write, or
   // removed `m` and has not unpublished it yet), so it cannot change.
   EntryHeader HeaderOf(const KeyMeta& m) const {
@@ -606,7 +606,7 @@ class NodeShard {
   std::optional<HashPair> StoredHash(uint32_t page, uint32_t offset,
                                      const EntryHeader& header,
                                      std::string* key) const {
-    if (!PayloadKey(pool_.EntryAt(page, offset), header.size, key)) {
+    if (!PayloadKey(pool_.EntryAt(page, offset), header, key)) {
       return std::nullopt;
     }
     return config_.hasher.Hash(*key);
@@ -775,15 +775,16 @@ class NodeShard {
   // Reads spilled page `page_id` back and re-inserts every key whose index
   // entry still names it. Takes each key's lock in turn, never more than
   // one, and no lock during the read.
-  // Returns `wanted`'s value (into *wanted_value) if its entry was still
-  // the one this page holds, else not found.
+  // Returns `wanted`'s portable form (entry.h, into *wanted_value) if its
+  // entry was still the one this page holds, else not found.
   GetResult ReloadPage(uint64_t page_id, const HashPair& wanted,
                        const SpilledKey& wanted_entry,
                        std::string* wanted_value);
-  // Inserts a key's payload (entry.h) with the version, deadline and
-  // locality counters it had: a reloaded key, or one moving in from another
-  // node (InsertMoved). REQUIRES: its key lock; it is not resident.
-  Error InsertReloaded(const HashPair& h, std::string_view value,
+  // Inserts an entry's portable form (entry.h) with the version, deadline
+  // and locality counters it had: a reloaded key, or one moving in from
+  // another node (InsertMoved). kStorageCorrupt if the bytes are no
+  // portable form. REQUIRES: its key lock; it is not resident.
+  Error InsertReloaded(const HashPair& h, std::string_view portable,
                        uint64_t version, uint64_t expiry_ms,
                        uint8_t locality = 0);
   // Deletes the blobs of pages none of whose keys are indexed any more.

@@ -52,11 +52,10 @@ bool NodeShard::CopyForMove(const HashPair& h, std::string* payload,
           if (m.Expired(now)) return;
           EntryHeader header;
           if (!HeaderWithin(m, &header)) return;  // stale: seq check fails
-          const uint8_t* entry = pool_.EntryAt(m.page, m.offset());
-          size_t key_size = 0;
-          if (PayloadKind(entry, &key_size) != EntryKind::kValue) return;
-          payload->resize(header.size);
-          CopyPayloadRange(entry, 0, header.size, payload->data());
+          if (header.kind != EntryKind::kValue) return;
+          payload->resize(PortableSize(header));
+          CopyPortable(pool_.EntryAt(m.page, m.offset()), header,
+                       payload->data());
           movable = true;
         });
     if (outcome == Arc::VisitOutcome::kChanged) continue;

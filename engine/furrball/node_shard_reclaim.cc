@@ -250,7 +250,7 @@ bool NodeShard::MoveEntry(const HashPair& h, uint32_t page, uint32_t offset,
       // either finished (we copy its bytes) or is refused the slot and
       // looks again (it then finds the moved entry, see Set).
       CopyEntry(pool_.EntryAt(page, offset), pool_.EntryAt(r.page, r.offset),
-                before.size, r.capacity);
+                before, r.capacity);
       cur.page = r.page;
       cur.offset_words = KeyMeta::OffsetWords(r.offset);
       cur.generation = r.generation & kGenerationMask;

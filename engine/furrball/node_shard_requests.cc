@@ -80,15 +80,15 @@ GetResult NodeShard::Get(const HashPair& h, std::string_view key,
     // one it read: the newest acknowledged value at that moment, whether or
     // not memory kept it afterwards.
     result = ReloadPage(spilled.page_id, h, spilled, value);
-    // The blob's copy is a payload: the hit is the key asked for only if
-    // the key stored with it is (entry.h).
+    // The blob's copy is an entry's portable form: the hit is the key
+    // asked for only if the key stored with it is (entry.h).
     if (result.found) {
       std::string_view stored_key, stored_value;
       EntryKind stored_kind;
-      if (SplitPayload(*value, &stored_key, &stored_value, &stored_kind) &&
+      if (SplitPortable(*value, &stored_key, &stored_value, &stored_kind) &&
           stored_key == key && KindMatches(stored_kind, wanted)) {
         if (kind != nullptr) *kind = stored_kind;
-        value->erase(0, PayloadSize(key.size(), 0));
+        value->erase(0, stored_value.data() - value->data());
       } else {
         result = GetResult{};
         break;
@@ -121,7 +121,6 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
                                  EntryKind* kind) {
   GetResult result;
   std::optional<KeyMeta> expired;
-  const uint64_t key_part = PayloadSize(key.size(), 0);
   auto attempt = [&](bool promote) -> bool {  // true: settled
     // One probe: the key is compared and the value copied inside CMap's
     // seqlock read of the KeyMeta (TryVisit), so both answers are about one
@@ -140,11 +139,11 @@ GetResult NodeShard::GetResident(const HashPair& h, std::string_view key,
           EntryHeader header;
           if (!HeaderWithin(m, &header)) return;
           const uint8_t* entry = pool_.EntryAt(m.page, m.offset());
-          is_key =
-              PayloadKeyEquals(entry, header.size, key, wanted, &seen_kind);
+          is_key = PayloadKeyEquals(entry, header, key, wanted, &seen_kind);
           if (is_key) {
-            value->resize(header.size - key_part);
-            CopyPayloadRange(entry, key_part, value->size(), value->data());
+            value->resize(header.value_size());
+            CopyPayloadRange(entry, header.key_size, value->size(),
+                             value->data());
           }
         });
     if (outcome == Arc::VisitOutcome::kChanged) return false;
@@ -192,7 +191,7 @@ std::optional<bool> NodeShard::ResidentKeyIs(const HashPair& h,
   EntryHeader header;
   const bool is_key =
       HeaderWithin(m, &header) &&
-      PayloadKeyEquals(pool_.EntryAt(m.page, m.offset()), header.size, key);
+      PayloadKeyEquals(pool_.EntryAt(m.page, m.offset()), header, key);
   const std::optional<KeyMeta> again = arc_->Peek(h);
   if (!again.has_value() || !(*again == m)) return std::nullopt;
   return is_key;
@@ -315,9 +314,8 @@ SetResult NodeShard::SetValue(const HashPair& h, std::string_view key,
         same = true;
         old_size = old.size;
         CopyIfChunkedHead(m, replaced_head);
-        uint8_t* entry = pool_.EntryAt(m.page, m.offset());
-        WritePayloadWords(entry, key, value, kind);
-        WriteSizeWord(entry, size, old.capacity);
+        WriteKeyedEntry(pool_.EntryAt(m.page, m.offset()), key, value,
+                        old.capacity, kind);
         m.version = version;
         m.expiry_ms = expiry;
       });
@@ -523,14 +521,11 @@ Error NodeShard::Touch(const HashPair& h, uint64_t ttl_ms) {
 
 void NodeShard::CopyIfChunkedHead(const KeyMeta& m, std::string* out) const {
   if (out == nullptr) return;
-  const uint8_t* entry = pool_.EntryAt(m.page, m.offset());
-  size_t key_size = 0;
-  if (PayloadKind(entry, &key_size) != EntryKind::kChunkedHead) return;
-  const size_t key_part = PayloadSize(key_size, 0);
-  const uint32_t size = HeaderOf(m).size;
-  if (size < key_part) return;
-  out->resize(size - key_part);
-  CopyPayloadRange(entry, key_part, out->size(), out->data());
+  const EntryHeader header = HeaderOf(m);
+  if (header.kind != EntryKind::kChunkedHead) return;
+  out->resize(header.value_size());
+  CopyPayloadRange(pool_.EntryAt(m.page, m.offset()), header.key_size,
+                   out->size(), out->data());
 }
 
 }  // namespace furrball_internal

@@ -40,7 +40,7 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
     KeyMeta meta;
   };
   std::vector<Candidate> candidates;
-  std::string value;
+  std::string portable;  // an entry's portable form (entry.h)
   ForEachKeyedEntry(page, frozen, [&](uint32_t offset, const EntryHeader&,
                                       const HashPair& h) {
     const std::optional<KeyMeta> m = arc_->Peek(h);
@@ -55,13 +55,13 @@ bool NodeShard::SpillFrozen(uint32_t page, uint64_t frozen) {
     // is skipped (the key then stays in memory): the size is read again
     // with the bytes, and an overwrite that wrote either changed the
     // version the second Peek compares.
-    const uint32_t size = HeaderOf(*m).size;
-    value.resize(size);
-    CopyValueOut(pool_.EntryAt(page, offset), size, value.data());
+    const EntryHeader header = HeaderOf(*m);
+    portable.resize(PortableSize(header));
+    CopyPortable(pool_.EntryAt(page, offset), header, portable.data());
     const std::optional<KeyMeta> again = arc_->Peek(h);
     if (!again.has_value() || !(*again == *m)) return true;
-    std::memcpy(blob.Add(h, m->version, m->expiry_ms, size), value.data(),
-                size);
+    std::memcpy(blob.Add(h, m->version, m->expiry_ms, portable.size()),
+                portable.data(), portable.size());
     candidates.push_back({h, *m});
     return true;
   });
@@ -183,17 +183,24 @@ GetResult NodeShard::ReloadPage(uint64_t page_id, const HashPair& wanted,
   return wanted_result;
 }
 
-Error NodeShard::InsertReloaded(const HashPair& h, std::string_view value,
+Error NodeShard::InsertReloaded(const HashPair& h, std::string_view portable,
                                 uint64_t version, uint64_t expiry_ms,
                                 uint8_t locality) {
-  const uint32_t size = static_cast<uint32_t>(value.size());
+  std::string_view key, value;
+  EntryKind kind;
+  if (!SplitPortable(portable, &key, &value, &kind)) {
+    return Error::kStorageCorrupt;
+  }
+  const uint32_t size =
+      static_cast<uint32_t>(PayloadSize(key.size(), value.size()));
   const uint32_t capacity = static_cast<uint32_t>(EntryFootprint(size));
   for (;;) {
     Reservation r;
     const Error reserve_err = Reserve(capacity, &r);
     if (reserve_err != Error::kOk) return reserve_err;
     stats_.Add(Counter::kPaddingBytes, capacity - kEntryHeaderBytes - size);
-    WriteEntry(pool_.EntryAt(r.page, r.offset), value, capacity);
+    WriteKeyedEntry(pool_.EntryAt(r.page, r.offset), key, value, capacity,
+                    kind);
     KeyMeta fresh{.version = version,
                   .expiry_ms = std::min(expiry_ms, kMaxExpiryMs),
                   .offset_words = KeyMeta::OffsetWords(r.offset),

@@ -178,9 +178,9 @@ void NodeShard::AddVictimLocked(const HashPair& h, const KeyMeta& m) {
     batch_ = std::make_unique<spill::PageBlobBuilder>(
         static_cast<uint32_t>(config_.node_index), batch_page_id_, NowMs());
   }
-  const uint32_t size = HeaderOf(m).size;
-  CopyValueOut(pool_.EntryAt(m.page, m.offset()), size,
-               batch_->Add(h, m.version, m.expiry_ms, size));
+  const EntryHeader header = HeaderOf(m);
+  CopyPortable(pool_.EntryAt(m.page, m.offset()), header,
+               batch_->Add(h, m.version, m.expiry_ms, PortableSize(header)));
   spill_index_->Add(h, SpilledKey{batch_page_id_, m.version, m.expiry_ms});
   if (batch_->data_bytes() >= pool_.page_size()) {
     batch_full_.store(true, std::memory_order_relaxed);

@@ -35,7 +35,8 @@ absl::Status ValidateOptions(const FurrBallOptions& o) {
        o.page_size_bytes < kMinPageSize || o.page_size_bytes > kMaxPageSize)) {
     return bad("page_size_bytes = ", o.page_size_bytes,
                ": must be 0 (automatic) or a power of two in [", kMinPageSize,
-               ", ", kMaxPageSize, "]");
+               ", ", kMaxPageSize, "] (", kMaxPageSize >> 20,
+               " MiB, the largest page an entry header describes)");
   }
   if (o.max_key_bytes == 0 ||
       o.max_key_bytes > furrball_internal::kMaxPayloadKeyBytes) {

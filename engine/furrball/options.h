@@ -58,7 +58,8 @@ struct FurrBallOptions {
 
   // Size of one page, the unit of placement, compaction and spilling: 0 =
   // chosen from the budget (256 pages a node, of up to 2 MiB and at least
-  // 64 KiB: memory_plan.h); else a power of two between 64 KiB and 64 MiB.
+  // 64 KiB: memory_plan.h); else a power of two between 64 KiB and 32 MiB
+  // (the largest page an entry's header word can describe: page_pool.h).
   // Any max_value_bytes works with any page size: values larger than an
   // eighth of a page are stored in chunks (chunked_value.h).
   size_t page_size_bytes = 0;

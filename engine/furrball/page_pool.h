@@ -148,10 +148,20 @@ inline constexpr uint32_t kNoPage = UINT32_MAX;
 // relocate into, or a cache full of half-dead pages could never compact.
 inline constexpr uint32_t kRelocationReserve = 1;
 
-// Page sizes the pool accepts: the used/capacity fields are 32-bit, and the
-// lower bound keeps the per-page metadata (one cache line) under 0.1%.
+// Page sizes the pool accepts. The lower bound keeps the per-page metadata
+// (one cache line) under 0.1%. The upper bound is what an entry's header
+// word can describe (entry.h): an entry as large as the page, its payload
+// and its key field in one 64-bit word. It was 64 MiB until 2026-11-25, when
+// the key size moved into the header (8 bytes less for a 24-byte key with a
+// 64-byte value); 32 MiB pages still give a node 2 TiB (key_meta.h, 2^16
+// pages), and the memory plan uses 2 MiB pages up to 128 GiB a node.
 inline constexpr size_t kMinPageSize = size_t{64} << 10;
-inline constexpr size_t kMaxPageSize = size_t{64} << 20;
+inline constexpr size_t kMaxPageSize = size_t{32} << 20;
+static_assert(kMaxPageSize <= kMaxEntryCapacity,
+              "an entry's header holds a footprint as large as a page");
+static_assert(kMaxPageSize - kEntryHeaderBytes <= kMaxEntryPayloadBytes,
+              "an entry's header holds a payload as large as a page less "
+              "the header");
 
 // The state word, see the top of this file.
 struct PageState {

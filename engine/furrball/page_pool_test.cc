@@ -32,100 +32,6 @@ struct Block {
   uint8_t* data;
 };
 
-TEST(EntryTest, FootprintIsHeaderPlusValueRoundedToWords) {
-  EXPECT_EQ(EntryFootprint(0), 8u);
-  EXPECT_EQ(EntryFootprint(1), 16u);
-  EXPECT_EQ(EntryFootprint(8), 16u);
-  EXPECT_EQ(EntryFootprint(9), 24u);
-}
-
-// The fill test's entry (issue 13): a 24-byte key and a 64-byte value take
-// one header word, the 2-byte key size, key and value, padded to 8. With
-// the hash in the header (until 2026-11-25) it was 120 bytes.
-TEST(EntryTest, AFillTestEntryIs104Bytes) {
-  EXPECT_EQ(EntryFootprint(PayloadSize(24, 64)), 104u);
-}
-
-// The walkers recompute an entry's hash from its stored key (entry.h), so
-// the key must come back out of the page as it went in, and an abandoned
-// reservation must say it holds none.
-TEST(EntryTest, PayloadKeyReadsTheStoredKeyAndNothingFromADeadEntry) {
-  alignas(8) uint8_t page[256] = {};
-  std::string key;
-  for (const std::string_view k : {"", "k", "a-key-of-24-bytes-------",
-                                   "a key longer than one word of course"}) {
-    const uint32_t size = PayloadSize(k.size(), 9);
-    WriteKeyedEntry(page, k, "the value", EntryFootprint(size),
-                    EntryKind::kChunk);
-    ASSERT_TRUE(PayloadKey(page, ReadEntryHeader(page).size, &key));
-    EXPECT_EQ(key, k);
-  }
-  WriteDeadEntry(page, 32);
-  EXPECT_FALSE(PayloadKey(page, ReadEntryHeader(page).size, &key));
-  // A payload too short for the key its size field names (a torn or
-  // foreign header) is refused rather than read past.
-  WriteKeyedEntry(page, "abcdefgh", "", EntryFootprint(PayloadSize(8, 0)));
-  EXPECT_FALSE(PayloadKey(page, PayloadSize(8, 0) - 1, &key));
-}
-
-TEST(EntryTest, WriteThenReadRoundTripsEveryLength) {
-  alignas(8) uint8_t page[256] = {};
-  for (uint32_t len = 0; len <= 64; ++len) {
-    std::string value;
-    for (uint32_t i = 0; i < len; ++i) value.push_back(char('a' + i % 26));
-    const uint32_t cap = EntryFootprint(len);
-    WriteEntry(page, value, cap);
-    const EntryHeader h = ReadEntryHeader(page);
-    EXPECT_EQ(h.size, len);
-    EXPECT_EQ(h.capacity, cap);
-    std::string out(len, '\0');
-    CopyValueOut(page, len, out.data());
-    EXPECT_EQ(out, value);
-  }
-}
-
-// KeyMeta keeps no size or capacity: a reader takes them from the header
-// its (possibly stale) KeyMeta points at, so a header that cannot be an
-// entry's there must be refused before anything is copied.
-TEST(EntryTest, HeaderWithinAcceptsEntriesAndRefusesWhatCannotBeOne) {
-  alignas(8) uint8_t page[256] = {};
-  EntryHeader h;
-  WriteEntry(page + 64, std::string(40, 'v'), EntryFootprint(40));
-  ASSERT_TRUE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
-  EXPECT_EQ(h.size, 40u);
-  EXPECT_EQ(h.capacity, EntryFootprint(40));
-  // The last entry may end exactly at the page's end...
-  WriteEntry(page + 64, "", sizeof(page) - 64);
-  EXPECT_TRUE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
-  // ... but not one byte past it.
-  WriteSizeWord(page + 64, 0, sizeof(page) - 64 + 8);
-  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
-  // A footprint smaller than the header (a zeroed, never-written page).
-  WriteSizeWord(page + 64, 0, 0);
-  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
-  WriteSizeWord(page + 64, 0, kEntryHeaderBytes - 1);
-  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
-  // A size past the footprint, also one that would wrap a 32-bit sum.
-  WriteSizeWord(page + 64, 41, EntryFootprint(40));
-  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
-  WriteSizeWord(page + 64, 0xffffffffu, EntryFootprint(40));
-  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
-  WriteSizeWord(page + 64, 0, 0xfffffff8u);
-  EXPECT_FALSE(ReadEntryHeaderWithin(page + 64, 64, sizeof(page), &h));
-}
-
-TEST(EntryTest, CopyEntryMovesValueAndRewritesHeader) {
-  alignas(8) uint8_t a[128] = {}, b[128] = {};
-  WriteEntry(a, "hello, relocation", 96);  // capacity with slack
-  CopyEntry(a, b, 17, EntryFootprint(17));
-  const EntryHeader h = ReadEntryHeader(b);
-  EXPECT_EQ(h.size, 17u);
-  EXPECT_EQ(h.capacity, EntryFootprint(17));
-  std::string out(17, '\0');
-  CopyValueOut(b, 17, out.data());
-  EXPECT_EQ(out, "hello, relocation");
-}
-
 TEST(PagePoolTest, StartsWithCurrentStagingAndFreePages) {
   Block block(8);
   PagePool pool(block.data, 8, kPageSize, std::pmr::new_delete_resource());
@@ -194,7 +100,7 @@ TEST(PagePoolTest, RecyclesOnlyWhenSealedIdleAndDead) {
   uint64_t waste;
   ASSERT_TRUE(pool.ReserveOnCurrent(kPageSize, &r, &src, &waste));
   const uint32_t first = r.page;
-  WriteEntry(pool.EntryAt(r.page, r.offset), "", r.capacity);
+  WriteDeadEntry(pool.EntryAt(r.page, r.offset), r.capacity);
   pool.Publish(r.page, r.capacity);
   // Open page with a writer in flight and a live entry: never recycled.
   EXPECT_EQ(pool.RecycleDeadPages(), 0u);
@@ -217,9 +123,10 @@ TEST(PagePoolTest, StagingDrainRecyclesAndReopensStaging) {
   std::vector<Reservation> rs;
   for (int i = 0; i < 3; ++i) {
     Reservation r;
-    ASSERT_TRUE(pool.ReserveOnStaging(EntryFootprint(10), &r));
-    WriteEntry(pool.EntryAt(r.page, r.offset), "0123456789",
-               r.capacity);
+    ASSERT_TRUE(
+        pool.ReserveOnStaging(EntryFootprint(PayloadSize(1, 10)), &r));
+    WriteKeyedEntry(pool.EntryAt(r.page, r.offset), "k", "0123456789",
+                    r.capacity);
     pool.Publish(r.page, r.capacity);
     rs.push_back(r);
   }
@@ -233,10 +140,10 @@ TEST(PagePoolTest, StagingDrainRecyclesAndReopensStaging) {
   pool.ForEachEntry(pool.staging_page(), before,
                     [&](uint32_t offset, const EntryHeader& h) {
                       seen.push_back(offset);
-                      EXPECT_EQ(h.size, 10u);
+                      EXPECT_EQ(h.size, 11u);
                       return true;
                     });
-  const uint32_t cap = EntryFootprint(10);
+  const uint32_t cap = EntryFootprint(PayloadSize(1, 10));
   EXPECT_EQ(seen, (std::vector<uint32_t>{0, cap, 2 * cap}));
   EXPECT_FALSE(pool.FinishFreeze(pool.staging_page(), before))
       << "entries are still live";
@@ -321,7 +228,7 @@ TEST(PagePoolTest, SparsestSealedPageIgnoresOpenPages) {
     for (int i = 0; i < 4; ++i) {
       ASSERT_TRUE(
           pool.ReserveOnCurrent(kPageSize / 4, &r, &src, &waste));
-      WriteEntry(pool.EntryAt(r.page, r.offset), "", r.capacity);
+      WriteDeadEntry(pool.EntryAt(r.page, r.offset), r.capacity);
       if (i < (page == 0 ? 3 : 1)) pool.Publish(r.page, r.capacity);
       pool.EndWrite(r.page);
     }
@@ -342,7 +249,7 @@ uint32_t FillCurrentPage(PagePool& pool, int live, uint64_t first_key) {
   uint64_t waste;
   for (int i = 0; i < 4; ++i) {
     EXPECT_TRUE(pool.ReserveOnCurrent(kPageSize / 4, &r, &src, &waste));
-    WriteEntry(pool.EntryAt(r.page, r.offset), "", r.capacity);
+    WriteDeadEntry(pool.EntryAt(r.page, r.offset), r.capacity);
     if (i < live) pool.Publish(r.page, r.capacity);
     pool.EndWrite(r.page);
   }
@@ -466,7 +373,7 @@ TEST(PagePoolTest, RetiredPagesAreOutOfServiceUntilUnretired) {
   // A page given back is reserved on again, and its memory is usable.
   used.clear();
   while (pool.ReserveOnCurrent(kPageSize, &r, &src, &waste)) {
-    WriteEntry(pool.EntryAt(r.page, r.offset), "", r.capacity);
+    WriteDeadEntry(pool.EntryAt(r.page, r.offset), r.capacity);
     used.insert(r.page);
     pool.EndWrite(r.page);
   }
@@ -487,14 +394,14 @@ TEST(PagePoolTest, ConcurrentReservationsNeverOverlap) {
       for (int i = 0; i < kPerThread; ++i) {
         const uint64_t id = uint64_t(t) * kPerThread + i;
         const std::string value(id % 300, char('A' + t));
-        const uint32_t cap = EntryFootprint(value.size());
+        const uint32_t cap = EntryFootprint(PayloadSize(1, value.size()));
         Reservation r;
         ReserveSource src;
         uint64_t waste;
         if (!pool.ReserveOnCurrent(cap, &r, &src, &waste)) {
           ASSERT_TRUE(pool.ReserveOnStaging(cap, &r)) << "out of test pages";
         }
-        WriteEntry(pool.EntryAt(r.page, r.offset), value, cap);
+        WriteKeyedEntry(pool.EntryAt(r.page, r.offset), "k", value, cap);
         pool.Publish(r.page, cap);
         pool.EndWrite(r.page);
         got[t].push_back(r);
@@ -509,9 +416,10 @@ TEST(PagePoolTest, ConcurrentReservationsNeverOverlap) {
       const uint64_t id = uint64_t(t) * kPerThread + i;
       EXPECT_TRUE(seen.insert({r.page, r.offset}).second);
       const EntryHeader h = ReadEntryHeader(pool.EntryAt(r.page, r.offset));
-      ASSERT_EQ(h.capacity, EntryFootprint(id % 300));
-      std::string out(h.size, '\0');
-      CopyValueOut(pool.EntryAt(r.page, r.offset), h.size, out.data());
+      ASSERT_EQ(h.capacity, EntryFootprint(PayloadSize(1, id % 300)));
+      std::string out(h.value_size(), '\0');
+      CopyPayloadRange(pool.EntryAt(r.page, r.offset), h.key_size, out.size(),
+                       out.data());
       ASSERT_EQ(out, std::string(id % 300, char('A' + t)));
     }
   }

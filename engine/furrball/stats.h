@@ -35,8 +35,8 @@ struct NodeStatsSnapshot {
 
   // Memory.
   uint64_t live_keys = 0;
-  uint64_t live_bytes = 0;      // payload bytes of live entries (key,
-                                // its 2-byte size, value: entry.h)
+  uint64_t live_bytes = 0;      // payload bytes of live entries (key and
+                                // value: entry.h)
   uint64_t dead_bytes = 0;      // bytes of overwritten/evicted entries not yet reclaimed
   uint64_t memory_limit_bytes = 0;  // bytes of the value pages in service
   uint64_t pages_hot = 0;

@@ -200,6 +200,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "--max_value_bytes=2000000000: must be at most "},
         FlagCase{"PageNotAPowerOfTwo", {"--page_kb=3"},
                  "page size (--page_kb, in bytes) = 3072"},
+        // An entry header describes pages of at most 32 MiB (entry.h).
+        FlagCase{"PagePastTheLargest", {"--page_kb=65536"},
+                 "page size (--page_kb, in bytes) = 67108864: must be 0 "
+                 "(automatic) or a power of two in [65536, 33554432] (32 MiB, "
+                 "the largest page an entry header describes)"},
         // A KeyMeta names at most 65536 pages a node (key_meta.h).
         FlagCase{"MorePagesThanANodeAddresses",
                  {"--memory_mb=8192", "--page_kb=64"},
