@@ -11,6 +11,7 @@
 #include <absl/flags/reflection.h>
 #include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_format.h>
 
 #include "engine/common/hash_pair.h"
 #include "engine/common/hash_secret_file.h"
@@ -66,12 +67,23 @@ void PrintConfiguration(const Server& server, const std::string& secret,
               "request buffers leave the RSS when freed)\n",
               kMallocMmapThresholdBytes >> 10, kMallocTrimThresholdBytes >> 10);
   // What requests may hold beside the budget, in one place.
-  std::printf("furrballs: requests: beside --memory_mb, up to %zu MiB of unary "
-              "requests held at once, MultiSets waiting unread for room "
-              "(--max_in_flight_mb; 0: no cap), and %zu MiB of gRPC buffers "
-              "(--grpc_memory_mb; 0: no quota)\n",
-              o.stream_limits.max_in_flight_bytes >> 20,
-              o.grpc_memory_bytes >> 20);
+  const size_t request_cap = o.stream_limits.max_in_flight_bytes;
+  const std::string requests =
+      request_cap == 0
+          ? std::string("requests held at once not capped "
+                        "(--max_in_flight_mb=0)")
+          : absl::StrFormat(
+                "requests held at once capped at %.1f MiB (a message larger "
+                "than that runs alone; MultiSets wait unread for room: "
+                "--max_in_flight_mb)",
+                static_cast<double>(request_cap) / (1 << 20));
+  const std::string grpc_buffers =
+      o.grpc_memory_bytes == 0
+          ? std::string("gRPC's buffers not capped (--grpc_memory_mb=0)")
+          : absl::StrFormat("%zu MiB of gRPC buffers (--grpc_memory_mb)",
+                            o.grpc_memory_bytes >> 20);
+  std::printf("furrballs: requests: beside --memory_mb, %s, and %s\n",
+              requests.c_str(), grpc_buffers.c_str());
   if (o.grpc_bdp_probe) {
     std::printf("furrballs: HTTP/2 windows grown by gRPC's bandwidth-delay "
                 "probe (--grpc_bdp_probe)\n");
