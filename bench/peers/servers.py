@@ -7,6 +7,7 @@ their progress lines, VmRSS of a pid, load average, machine facts, tool and
 package versions.
 """
 
+import hashlib
 import os
 import platform
 import signal
@@ -118,6 +119,25 @@ def deb_version(package):
     out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     return out.stdout.strip() or "not installed"
+
+
+def binary_identity(path):
+    """What names one build of a binary: its content hash, size and mtime.
+
+    The checkout's commit (machine_basics) says what the sources were when
+    the run started, not which build ran: results compare binaries copied
+    aside from other commits and worktrees. This tells them apart."""
+    try:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        st = os.stat(path)
+    except OSError as e:
+        return "unreadable (%s)" % e.strerror
+    built = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(st.st_mtime))
+    return "%s: sha256 %s, %d bytes, built %s" % (
+        os.path.realpath(path), digest.hexdigest()[:16], st.st_size, built)
 
 
 def machine_basics(root):
