@@ -539,7 +539,7 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
         // A per-thread turn, started at a per-thread offset: even spread
         // without a shared counter on the write path.
         thread_local uint64_t turn =
-            furrball_internal::ThisThreadStatShard().index;
+            furrball_internal::ThisThreadStatShard();
         return static_cast<int>(turn++ % router_.count());
       }
       case RoutingPolicy::kThreadLocal: {

@@ -9,30 +9,12 @@
 // The report's lesson (§3.7, revised): alignas(64) on a global counter
 // prevents false sharing but makes every increment a cross-socket line
 // transfer. So the counters live in the node's own memory, and each node's
-// block is split into kShards shards of whole cache lines.
-//
-// Protocol (who writes a shard, and how)
-//
-//   Shards 0 .. kExclusiveShards-1 are owned: a thread claims one index for
-//   its lifetime (a CAS, acquire, that sets the index's bit in a process-wide
-//   mask) and gives it back when it exits (fetch_and, release). The index is
-//   the same in every NodeStats, so an owned shard has exactly one writer,
-//   its owner, in every node's block. The owner adds with a relaxed load and
-//   a relaxed store: no locked instruction on the request path (each
-//   `lock add` was a full barrier, 3-4% of a Get-only profile with three per
-//   Get). A later owner of the index continues the counts: the release of
-//   the previous owner's exit pairs with its acquire claim, so its load sees
-//   every store of the owners before it.
-//   Shards kExclusiveShards .. kShards-1 are shared by the threads that find
-//   every owned index taken (more than kExclusiveShards live threads), round
-//   robin, and by a thread whose claim was already given back (a
-//   thread_local destructor that counts after the release); they add with a
-//   relaxed fetch_add, as every shard did before.
-//
-// Every access is atomic, so TSAN sees no race; Sum's relaxed loads read
-// each counter's latest single-writer store or fetch_add. Signed quantities
-// (live keys and bytes, which one thread may raise and another lower) are
-// kept as two's-complement deltas; the sum over shards is exact modulo 2^64.
+// block is split into kShards shards of whole cache lines. A thread writes
+// only the shard picked by its per-thread index, so unless more than kShards
+// threads hit one node, every line has a single writer and the relaxed
+// fetch_add never contends. Signed quantities (live keys and bytes, which
+// one thread may raise and another lower) are kept as two's-complement
+// deltas; the sum over shards is exact modulo 2^64.
 #ifndef FURRBALLS_ENGINE_FURRBALL_NODE_STATS_H_
 #define FURRBALLS_ENGINE_FURRBALL_NODE_STATS_H_
 
@@ -107,36 +89,13 @@ static_assert(sizeof(StatShard) % kCacheLineSize == 0,
               "a shard must own whole cache lines so that two writers never "
               "share one");
 
-// The calling thread's shard in every NodeStats (the protocol above).
-struct StatShardClaim {
-  uint32_t index = 0;
-  bool claimed = false;    // index set (the thread asked once)
-  bool exclusive = false;  // the thread owns the index alone
-};
-
-namespace stats_internal {
-// The thread's claim, filled on its first Add. Only its thread touches it.
-extern thread_local constinit StatShardClaim this_thread_claim;
-// Claims an owned index if one is free, else a shared one; registers the
-// release at thread exit.
-void ClaimStatShard();
-}  // namespace stats_internal
-
-inline const StatShardClaim& ThisThreadStatShard() {
-  if (!stats_internal::this_thread_claim.claimed) {
-    stats_internal::ClaimStatShard();
-  }
-  return stats_internal::this_thread_claim;
-}
+// The calling thread's shard index, assigned once per thread round-robin so
+// that up to kShards concurrently active threads get distinct shards.
+size_t ThisThreadStatShard();
 
 class NodeStats {
  public:
   static constexpr size_t kShards = 16;
-  // Owned shards; the rest are shared (the protocol above).
-  static constexpr size_t kExclusiveShards = 12;
-  static_assert(kExclusiveShards < kShards,
-                "threads beyond the owned shards need a shared one");
-  static_assert(kExclusiveShards <= 32, "the claim mask is 32 bits");
   // What the counters allocate (MemoryPlan counts it in the budget).
   static constexpr size_t kBytes = kShards * sizeof(StatShard);
 
@@ -144,16 +103,9 @@ class NodeStats {
       : shards_(kShards, resource) {}
 
   void Add(Counter c, uint64_t n = 1) {
-    const StatShardClaim& claim = ThisThreadStatShard();
-    std::atomic<uint64_t>& counter =
-        shards_[claim.index].counters[static_cast<size_t>(c)];
-    if (claim.exclusive) {
-      // The only writer of this shard (the protocol above): no RMW needed.
-      counter.store(counter.load(std::memory_order_relaxed) + n,
-                    std::memory_order_relaxed);
-    } else {
-      counter.fetch_add(n, std::memory_order_relaxed);
-    }
+    shards_[ThisThreadStatShard() % kShards]
+        .counters[static_cast<size_t>(c)]
+        .fetch_add(n, std::memory_order_relaxed);
   }
   // Adds a signed delta (wraps; the sum over shards is exact).
   void AddSigned(Counter c, int64_t n) { Add(c, static_cast<uint64_t>(n)); }
