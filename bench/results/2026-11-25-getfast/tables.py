@@ -23,6 +23,7 @@ RAW = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw")
 # The comparisons printed, (old, new) binary names; a results directory that
 # reuses this script sets its own.
 PAIRS = [("main", "stats"), ("stats", "copy"), ("main", "copy"),
+         ("main", "copyonly"), ("copyonly", "rings"), ("main", "rings"),
          ("main", "mainB")]
 
 
