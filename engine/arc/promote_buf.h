@@ -8,9 +8,7 @@
 // number of Enqueues.
 //
 // Find() must tell ARC "this key was hit", but taking the write lock on every
-// read was the dominant Phase 2a regression. (A thread that owns a thread
-// slot queues its hits in its own ring instead, with no locked instruction:
-// hit_rings.h. PromoteBuf serves the threads without one.) Instead a reader enqueues the
+// read was the dominant Phase 2a regression. Instead a reader enqueues the
 // key here, and whoever holds the lock next drains the buffer and applies the
 // hits in order. Every kDrainInterval-th enqueue asks its caller to try_lock
 // and drain, so the drain rate follows the fill rate. A promotion that finds

@@ -124,8 +124,7 @@
 // The Get protocol (seqlock read across CMap and page)
 //
 //   1. m1 = the KeyMeta, read by ConcurrentARC::TryVisit (CMap's seqlock
-//      read of the slot, and a queued promotion: the thread's hit ring, or
-//      PromoteBuf)
+//      read of the slot, and a PromoteBuf promotion)
 //   2. inside the visit: compare the stored key with the key asked for and
 //      copy the value from page m1.page at m1.offset() (acquire loads)
 //   3. the slot's seq again (TryVisit's second check): unchanged means the
