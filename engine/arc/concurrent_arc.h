@@ -1,10 +1,10 @@
 // engine/arc/concurrent_arc.h: ConcurrentARC, a per-node cache of HashPair ->
 // Value with ARC replacement: CMap for the entries, the flat ARC policy for
-// the order, HitRings and PromoteBuf to defer read hits, a SpinLock for
-// writers (report §2.8).
+// the order, PromoteBuf to defer read hits, a SpinLock for writers (report
+// §2.8).
 //
 // Thread safety: thread-safe. Find and UpdateInPlace are lock-free (CMap's
-// seqlock read or write plus one queued hit); Set, Erase,
+// seqlock read or write plus one PromoteBuf enqueue); Set, Erase,
 // ForceEvictOne, ColdestKeys, GrowStep and the diagnostics take the
 // SpinLock, Grow takes it only to install what it allocated.
 // Callbacks run under the SpinLock and must not call back into the same
@@ -16,20 +16,14 @@
 //     that are in CMap. Every change to CMap's key set (insert, erase) happens
 //     under the SpinLock together with the matching list change, so under the
 //     lock the two always agree; readers never change the key set.
-//   - A read (Find) that hits queues the key and returns: in the calling
-//     thread's HitRing if it owns a thread slot (hit_rings.h: no locked
-//     instruction), else in PromoteBuf (one fetch_add and one CAS). The ARC
-//     hit (Case I: move to MRU of T2) is applied later by whoever next holds
-//     the lock: every Set, Erase and ForceEvictOne drains first, and every
-//     64th hit of a ring (or of PromoteBuf) makes its reader try_lock and
-//     drain. A drain applies PromoteBuf's hits in enqueue order, then each
-//     ring's in its order; one thread's hits all go to one of them, so they
-//     are applied in that thread's order (between threads there is no order
-//     to keep: their hits since the last drain were concurrent). A promotion
-//     whose key is no longer resident by then is stale and discarded (it
-//     must not become a ghost hit). Driven from one thread as "Find; on a
-//     miss Set", the result is therefore exactly ARC: all hits are applied,
-//     in order, before the next miss is handled.
+//   - A read (Find) that hits enqueues the key in PromoteBuf and returns; the
+//     ARC hit (Case I: move to MRU of T2) is applied later, in enqueue order,
+//     by whoever next holds the lock: every Set, Erase and ForceEvictOne
+//     drains first, and every 64th enqueue makes its reader try_lock and
+//     drain. A promotion whose key is no longer resident by then is stale and
+//     discarded (it must not become a ghost hit). Driven from one thread as
+//     "Find; on a miss Set", the result is therefore exactly ARC: all hits
+//     are applied, in order, before the next miss is handled.
 //   - A write (Set) takes the lock, drains, asks the policy where the key is
 //     (the index answers under the lock; no CMap probe is needed for that),
 //     then:
@@ -95,7 +89,6 @@
 
 #include "engine/arc/arc_flat_list.h"
 #include "engine/arc/arc_policy.h"
-#include "engine/arc/hit_rings.h"
 #include "engine/arc/promote_buf.h"
 #include "engine/arc/retired_memory.h"
 #include "engine/cmap/cmap.h"
@@ -104,7 +97,6 @@
 #include "engine/common/hash_pair.h"
 #include "engine/common/raw_allocator.h"
 #include "engine/common/spin_lock.h"
-#include "engine/common/thread_slot.h"
 
 namespace furrballs {
 
@@ -147,8 +139,7 @@ struct ConcurrentArcStats {
   uint64_t hits_applied = 0;       // drained read hits applied to a resident key
   uint64_t promotions = 0;         // keys that entered T2 (on_promote calls)
   uint64_t promotions_stale = 0;   // drained hits whose key was gone
-  uint64_t promotions_dropped = 0; // read hits lost to a full queue
-                                   // (PromoteBuf or a HitRing)
+  uint64_t promotions_dropped = 0; // read hits lost to a full PromoteBuf
   uint64_t inserts = 0;            // Sets that admitted a new key
   uint64_t ghost_hits = 0;         // ... of which the key was in B1 or B2
   uint64_t updates = 0;            // Sets of a resident key
@@ -649,11 +640,8 @@ class ConcurrentARC {
   }
 
   void NoteHit(const HashPair& h) {
-    const ThreadSlot& slot = ThisThreadSlot();
-    const bool drain = slot.exclusive
-                           ? hit_rings_.Enqueue(slot.index, h)
-                           : promote_buf_.Enqueue(h).should_drain;
-    if (drain && lock_.try_lock()) {
+    const PromoteBuf::EnqueueResult r = promote_buf_.Enqueue(h);
+    if (r.should_drain && lock_.try_lock()) {
       DrainLocked();
       lock_.unlock();
     }
@@ -719,16 +707,15 @@ class ConcurrentARC {
           this->DrainLocked(mode);
         });
   }
-  // The queued hits are taken out first and applied after, in queue order,
-  // a batch at a time (PromoteBuf's, then each ring's). In between, the
-  // cache lines of their lookups and moves are brought in a step at a time
-  // for the whole batch (ArcFlatLists::PrefetchFindAndMove). Each hit is a
-  // chain of dependent misses (index bucket, arena slot, key record, then
-  // the slot's list neighbours), and applied one after another they made
-  // the drain 13% of a Get-only profile (YCSB-C in bench/engine), on the
-  // request path. Nothing changes ARC between the two loops (the lock is
-  // held, and a hit moves no key to another slot), so this applies exactly
-  // what draining hit by hit did.
+  // The queued hits are taken out first and applied after, in queue order.
+  // In between, the cache lines of their lookups and moves are brought in a
+  // step at a time for all of them (ArcFlatLists::PrefetchFindAndMove).
+  // Each hit is a chain of dependent misses (index bucket, arena slot, key
+  // record, then the slot's list neighbours), and applied one after
+  // another they made the drain 13% of a Get-only profile (YCSB-C in
+  // bench/engine), on the request path. Nothing changes ARC between the
+  // two loops (the lock is held, and a hit moves no key to another slot),
+  // so this applies exactly what draining hit by hit did.
   template <typename Mode>
   void DrainLocked(Mode mode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
     const ArcFlatLists<>& lists = policy_.lists();
@@ -737,41 +724,29 @@ class ConcurrentARC {
     struct QueuedHit {
       uint64_t h1, h2;
     };
-    static_assert(PromoteBuf::kSlots >= HitRings::kSlots,
-                  "a batch holds a whole drain of either");
     std::array<QueuedHit, PromoteBuf::kSlots> hits;
     size_t n = 0;
-    const auto take = [&hits, &n](const HashPair& h) {
+    promote_buf_.Drain([&hits, &n](const HashPair& h) {
       hits[n++] = QueuedHit{h.h1, h.h2};
-    };
-    const auto apply = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      for (int step = 0; step < 3; ++step) {
-        for (size_t i = 0; i < n; ++i) {
-          lists.PrefetchFindAndMove(HashPair{hits[i].h1, hits[i].h2}, step,
-                                    mode);
-        }
-      }
+    });
+    for (int step = 0; step < 3; ++step) {
       for (size_t i = 0; i < n; ++i) {
-        const HashPair h{hits[i].h1, hits[i].h2};
-        const uint32_t slot = lists.Find(h, mode);
-        if (slot == kArcNil || !IsResident(lists.list_of(slot, mode))) {
-          Bump(counters_.promotions_stale);
-          continue;
-        }
-        Bump(counters_.hits_applied);
-        if (policy_.Hit(slot, mode)) PromotedLocked(h);
+        lists.PrefetchFindAndMove(HashPair{hits[i].h1, hits[i].h2}, step,
+                                  mode);
       }
-      n = 0;
-    };
-    promote_buf_.Drain(take);
-    for (size_t ring = 0; ring < HitRings::kRings; ++ring) {
-      if (n + HitRings::kSlots > hits.size()) apply();
-      hit_rings_.Drain(ring, take);
     }
-    apply();
-    counters_.promotions_dropped.store(
-        promote_buf_.dropped() + hit_rings_.dropped(),
-        std::memory_order_relaxed);
+    for (size_t i = 0; i < n; ++i) {
+      const HashPair h{hits[i].h1, hits[i].h2};
+      const uint32_t slot = lists.Find(h, mode);
+      if (slot == kArcNil || !IsResident(lists.list_of(slot, mode))) {
+        Bump(counters_.promotions_stale);
+        continue;
+      }
+      Bump(counters_.hits_applied);
+      if (policy_.Hit(slot, mode)) PromotedLocked(h);
+    }
+    counters_.promotions_dropped.store(promote_buf_.dropped(),
+                                       std::memory_order_relaxed);
   }
 
   const Options options_;
@@ -794,9 +769,6 @@ class ConcurrentARC {
   std::atomic<uint32_t> spans_outstanding_{0};
   std::atomic<size_t> arc_released_bytes_{0};
   // Enqueue is lock-free; Drain is serialized by lock_ (DrainLocked).
-  // HitRings for the threads that own a thread slot, PromoteBuf for the
-  // others.
-  HitRings hit_rings_;
   PromoteBuf promote_buf_;
   Counters counters_;
 };

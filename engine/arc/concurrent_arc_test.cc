@@ -22,7 +22,6 @@
 #include "engine/common/hash_pair.h"
 #include "engine/common/proc_status_testing.h"
 #include "engine/common/raw_allocator.h"
-#include "engine/common/thread_slot.h"
 
 namespace furrballs {
 namespace {
@@ -563,50 +562,14 @@ TEST(ConcurrentArcTest, TryDrainPromotionsGivesUpWhileTheLockIsHeld) {
   EXPECT_EQ(arc->stats().promotions, 2u);
 }
 
-// Every 64th queued hit drains cooperatively, without any writer: here
-// through the test thread's HitRing.
+// Every 64th queued hit drains cooperatively, without any writer.
 TEST(ConcurrentArcTest, EverySixtyFourthFindDrains) {
-  ASSERT_TRUE(ThisThreadSlot().exclusive);
   std::unique_ptr<Arc> arc = Make(4);
   arc->Set(TraceKey(1), 1);
   for (int i = 0; i < 63; ++i) arc->Find(TraceKey(1));
   EXPECT_EQ(arc->stats().hits_applied, 0u);
   arc->Find(TraceKey(1));
   EXPECT_EQ(arc->stats().hits_applied, 64u);
-}
-
-// The same for a thread without a thread slot, whose hits go to PromoteBuf,
-// and a writer applies the hits of both kinds of queue.
-TEST(ConcurrentArcTest, AThreadWithoutASlotQueuesInPromoteBuf) {
-  std::unique_ptr<Arc> arc = Make(4);
-  arc->Set(TraceKey(1), 1);
-  arc->Set(TraceKey(2), 2);
-  arc->Find(TraceKey(2));  // the test thread's ring
-  // Threads holding every owned slot, so that one more has none.
-  std::latch held(kOwnedThreadSlots + 1);
-  std::latch done(1);
-  std::vector<std::thread> holders;
-  for (uint32_t i = 0; i < kOwnedThreadSlots; ++i) {
-    holders.emplace_back([&] {
-      ThisThreadSlot();
-      held.arrive_and_wait();
-      done.wait();
-    });
-  }
-  held.arrive_and_wait();
-  std::thread([&] {
-    ASSERT_FALSE(ThisThreadSlot().exclusive);
-    for (int i = 0; i < 63; ++i) arc->Find(TraceKey(1));
-    EXPECT_EQ(arc->stats().hits_applied, 0u);
-    arc->Find(TraceKey(1));
-    // PromoteBuf's 64 and the ring's one.
-    EXPECT_EQ(arc->stats().hits_applied, 65u);
-  }).join();
-  done.count_down();
-  for (std::thread& t : holders) t.join();
-  EXPECT_EQ(arc->Where(TraceKey(1)), ArcList::kT2);
-  EXPECT_EQ(arc->Where(TraceKey(2)), ArcList::kT2);
-  EXPECT_EQ(arc->stats().promotions_dropped, 0u);
 }
 
 TEST(ConcurrentArcTest, EvictionCallbackGetsKeyAndValue) {
