@@ -151,6 +151,27 @@ TEST(EntryTest, WriteThenReadRoundTripsEveryLength) {
   }
 }
 
+// Every range of a payload, aligned or not, copies exactly its bytes and
+// writes nothing outside [dst, dst + n).
+TEST(EntryTest, CopyPayloadRangeCopiesEveryRangeExactly) {
+  alignas(8) uint8_t page[128] = {};
+  const std::string key = Pattern(13, 'K');
+  const std::string value = Pattern(30, 'v');
+  WriteKeyedEntry(page, key, value,
+                  EntryFootprint(PayloadSize(key.size(), value.size())));
+  const std::string payload = key + value;
+  for (size_t from = 0; from <= payload.size(); ++from) {
+    for (size_t n = 0; from + n <= payload.size(); ++n) {
+      std::string out(n + 16, '#');
+      CopyPayloadRange(page, from, n, out.data() + 8);
+      ASSERT_EQ(out.substr(8, n), payload.substr(from, n))
+          << "from " << from << " n " << n;
+      ASSERT_EQ(out.substr(0, 8), std::string(8, '#'));
+      ASSERT_EQ(out.substr(8 + n), std::string(8, '#'));
+    }
+  }
+}
+
 // KeyMeta keeps no size or capacity: a reader takes them from the header
 // its (possibly stale) KeyMeta points at, so a header that cannot be an
 // entry's there must be refused before anything is copied.
