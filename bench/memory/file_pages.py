@@ -112,10 +112,11 @@ def sections(path):
     return sorted(out)
 
 
-def symbols(path):
-    """Sorted (address, size, demangled name) of the file's code symbols."""
-    text = subprocess.run(["nm", "-C", "-S", "--defined-only", path], capture_output=True,
-                          text=True, check=True).stdout
+def symbols(path, demangle=True):
+    """Sorted (address, size, name) of the file's code symbols, names
+    demangled unless demangle is False."""
+    text = subprocess.run(["nm"] + (["-C"] if demangle else []) + ["-S", "--defined-only", path],
+                          capture_output=True, text=True, check=True).stdout
     out = []
     for line in text.splitlines():
         parts = line.split(" ", 3)
