@@ -50,7 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "bench", "memory"))
 
 from file_pages import PAGE, sections, symbols  # noqa: E402
-from serving_sections import touched_pages  # noqa: E402
+from serving_sections import FILLS, touched_pages  # noqa: E402
 
 BOLT = "llvm-bolt-15"
 # What tools/bolt/bolt.bzl runs, less the debug sections (not needed here).
@@ -67,10 +67,7 @@ def parse_args():
     p.add_argument("--bin_dir", required=True,
                    help="Bazel's bazel-bin (-c opt) with service/furrballs_server_linked, "
                    "bench/memory/fill_bench and bench/memory/serving_pages_shim.so")
-    p.add_argument("--runs",
-                   default="furrballs_multi:64,furrballs_multi:1024,furrballs:1024,"
-                   "furrballs_batched:1024",
-                   help="fills, as serving_sections.py --runs")
+    p.add_argument("--runs", default=FILLS, help="fills, as serving_sections.py --runs")
     p.add_argument("--budget_mb", type=int, default=64, help="--memory_mb of the server")
     p.add_argument("--rounds", type=int, default=3,
                    help="at most this many checks of the list on the packed layout")

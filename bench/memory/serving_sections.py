@@ -49,6 +49,8 @@ from servers import Servers, free_port  # noqa: E402
 from where_rss import metrics  # noqa: E402
 
 OUTPUTS = (".text", ".rodata")
+# The fills the probes run (fill_bench's backend:value bytes); serving_order.py's too.
+FILLS = "furrballs_multi:64,furrballs_multi:1024,furrballs:1024,furrballs_batched:1024"
 MAP_OUTPUT = re.compile(r"^(\.\S+)(\s+0x[0-9a-f]+\s+0x[0-9a-f]+)?\s*$")
 MAP_INPUT = re.compile(r"^ (\.\S+)?\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S.*)$")
 
@@ -60,9 +62,7 @@ def parse_args():
     p.add_argument("--link_map", required=True,
                    help="the -Wl,-Map output of service/furrballs_server_linked in --bin_dir "
                    "(the server as the linker wrote it, before BOLT)")
-    p.add_argument("--runs",
-                   default="furrballs_multi:64,furrballs_multi:1024,furrballs:1024,"
-                   "furrballs_batched:1024",
+    p.add_argument("--runs", default=FILLS,
                    help="fills, each BACKEND:VALUE_BYTES (fill_bench's --backend: MultiSet "
                    "and MultiGet, unary calls, the Batch stream)")
     p.add_argument("--budget_mb", type=int, default=64, help="--memory_mb of the server")
