@@ -13,7 +13,7 @@ script) can only move whole input sections, and many objects of the system
 archives were built without -ffunction-sections: one touched function keeps
 its object's whole .text. To name functions exactly, this script first lays
 the linked server out with every function on a page of its own (BOLT
--align-functions=4096, a ~200 MB probe binary) and runs serving_sections.py's
+-align-functions=4096, a 225 MB probe binary) and runs serving_sections.py's
 fills on it (serving_pages_shim.so: a present page is a page the process
 touched, after its start-up drop); a touched page is then one function.
 
@@ -23,11 +23,11 @@ touches fewer of the packed pages), each group in the linker's order.
 
 Then it checks the list on the real layout, --rounds times at most: it lays
 the server out with the list, runs the same fills, and adds the functions
-on any page touched outside the packed .text to the first group. (The
-first probe misses some functions that run once, soon after start: about
-100, 0.07 MB. In the probe binary the start-up drop takes longer, and what
-runs meanwhile is dropped with start-up's pages. Which function of such a
-page ran is not known, so all the page's functions are added.)
+on any page touched outside the packed .text to the first group: about 50
+functions the first time, then none. (What runs about the time of the
+start-up drop is seen in one layout and not the other: gRPC's connection
+set-up and error paths, run for the harnesses' port checks. Which function
+of such a page ran is not known, so all the page's functions are added.)
 
   bazel build -c opt //service:furrballs_server_linked //bench/memory:fill_bench \\
       //bench/memory:serving_pages_shim.so
@@ -41,7 +41,7 @@ below its floor.
 
 import argparse
 import os
-import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -163,6 +163,7 @@ def main():
     with open(args.out, "w") as f:
         f.write("".join(n + "\n" for n in order))
     print("%s: %d functions" % (args.out, len(order)), file=sys.stderr)
+    shutil.rmtree(work)
     return 0
 
 
