@@ -6,9 +6,20 @@
 # back megabytes of idle RSS (docs/build.md, "How the server links"). And
 # the functions serving runs are laid out together (BOLT).
 #
-# usage: furrballs_server_link_test.sh SERVER_BINARY
+# usage: furrballs_server_link_test.sh SERVER_BINARY [laid_out|as_linked]
+# laid_out (the default) where BOLT lays the server out (-c opt without
+# --config=fuzz: tools/bolt/bolt.bzl), as_linked elsewhere.
 set -u
-server=${1:?usage: furrballs_server_link_test.sh SERVER_BINARY}
+usage="usage: furrballs_server_link_test.sh SERVER_BINARY [laid_out|as_linked]"
+server=${1:?$usage}
+layout=${2:-laid_out}
+case "$layout" in
+  laid_out | as_linked) ;;
+  *)
+    echo "$usage"
+    exit 2
+    ;;
+esac
 
 # Shared libraries the server may load: glibc and its loader, the C++
 # runtime and prometheus-cpp (no archive in Debian).
@@ -41,7 +52,7 @@ else
 fi
 # The functions serving runs sit packed at the start of .text, the rest in
 # .text.cold (BOLT, tools/bolt/bolt.bzl, with service/serving_functions.txt):
-# without it, after a fill the server holds about 1.5 MiB more of its
+# without it, after a fill the server holds about 1.8 MiB more of its
 # binary's pages (docs/memory_bench.md, "The server's code, laid out by
 # function"). .bolt.org.text is where BOLT found the code; a list that no
 # longer names the binary's functions (a dependency upgrade) leaves the
@@ -52,9 +63,21 @@ section_size() {
 }
 packed=$(section_size '\.text')
 bolted=$(section_size '\.bolt\.org\.text')
+serving=$(section_size '\.text\.serving')
 min_packed=$((512 << 10))
 max_packed=$((4 << 20))
-if [ -z "$bolted" ] || [ -z "$(section_size '\.text\.cold')" ]; then
+min_serving=$((1 << 20))
+if [ "$layout" = as_linked ]; then
+  # Not laid out by BOLT (a sanitizer or fuzzing build): the linker script
+  # (service/serving_sections.ld) still gathers serving's input sections.
+  if [ -n "$serving" ] && [ $((16#$serving)) -ge $min_serving ]; then
+    echo "ok: as linked; .text.serving holds $((16#$serving)) bytes"
+  else
+    echo "FAIL: .text.serving is ${serving:+0x}${serving:-missing}, under $min_serving bytes:" \
+      "regenerate service/serving_sections.ld (bench/memory/serving_sections.py)"
+    failed=1
+  fi
+elif [ -z "$bolted" ] || [ -z "$(section_size '\.text\.cold')" ]; then
   echo "FAIL: no .bolt.org.text or .text.cold: the code was not laid out by BOLT" \
     "(//service:furrballs_server is a bolt_binary, in -c opt without --config=fuzz)"
   failed=1

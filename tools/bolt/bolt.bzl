@@ -12,16 +12,25 @@ Why: the kernel maps a file's pages around every page fault (fault-around,
 those blocks hold little else (docs/memory_bench.md, "The server's code,
 laid out by function").
 
-In the optimized build without --config=fuzz only (//tools/bolt:opt); in
-every other configuration the output is the linked binary as it is
-(sanitizer runtimes and coverage instrumentation are not what the order
-file was made from, and nothing there measures RSS).
+In the optimized build without --config=fuzz only (if_laid_out); in every
+other configuration the output is the linked binary as it is (sanitizer
+runtimes and coverage instrumentation are not what the order file was made
+from, and nothing there measures RSS).
 """
+
+def if_laid_out(yes, no):
+    """`yes` in the configurations where bolt_binary lays the binary out,
+    `no` in the others (for a test's expectations, say)."""
+    return select({
+        "//tools/bolt:opt_fuzzing": no,
+        "//tools/bolt:opt": yes,
+        "//conditions:default": no,
+    })
 
 def _bolt_binary_impl(ctx):
     linked = ctx.executable.binary
     out = ctx.actions.declare_file(ctx.label.name)
-    if ctx.attr.optimized and not ctx.attr.fuzzing:
+    if ctx.attr.laid_out:
         log = ctx.actions.declare_file(ctx.label.name + ".bolt.log")
         ctx.actions.run_shell(
             inputs = [linked, ctx.file.function_order],
@@ -66,8 +75,7 @@ _bolt_binary = rule(
             doc = "mangled function names, one per line, in the order to lay them out",
         ),
         # Set by the macro below from the configuration.
-        "optimized": attr.bool(default = False),
-        "fuzzing": attr.bool(default = False),
+        "laid_out": attr.bool(default = False),
     },
     doc = "The binary with its functions laid out by BOLT (see the file's docstring).",
 )
@@ -77,13 +85,6 @@ def bolt_binary(name, binary, function_order, **kwargs):
         name = name,
         binary = binary,
         function_order = function_order,
-        optimized = select({
-            "//tools/bolt:opt": True,
-            "//conditions:default": False,
-        }),
-        fuzzing = select({
-            "//tools/fuzz:fuzzing": True,
-            "//conditions:default": False,
-        }),
+        laid_out = if_laid_out(True, False),
         **kwargs
     )
