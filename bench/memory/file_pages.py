@@ -193,11 +193,13 @@ def main():
         if size >= 16 << 10 or sec_pages.get(name):
             print("| %s | %d | %d |" % (name, size >> 10, sec_pages.get(name, 0) * 4))
 
-    # The code: .text and, in a binary laid out by the linker script or by
-    # BOLT, .text.serving and .text.cold (.bolt.org.text, BOLT's copy of
-    # the code as linked, is not counted: nothing runs there but what BOLT
-    # could not move).
-    code = [s for s in secs if s[2] in (".text", ".text.serving", ".text.cold")]
+    # The code: .text and, in a binary laid out by the linker script,
+    # .text.serving; in one laid out by BOLT, .text and .text.cold (its
+    # .bolt.org.text and the .text.serving inside it are the code as linked,
+    # not counted: nothing runs there but what BOLT could not move).
+    bolted = any(s[2] == ".bolt.org.text" for s in secs)
+    code_names = (".text", ".text.cold") if bolted else (".text", ".text.serving")
+    code = [s for s in secs if s[2] in code_names]
     code_bytes = sum(size for _, size, _ in code)
     code_pages = [a for a in pages if any(b <= a < b + size for b, size, _ in code)]
     blocks = sorted({a // BLOCK for a in code_pages})

@@ -53,7 +53,7 @@ from file_pages import PAGE, sections, symbols  # noqa: E402
 from serving_sections import FILLS, touched_pages  # noqa: E402
 
 BOLT = "llvm-bolt-15"
-# What tools/bolt/bolt.bzl runs, less the debug sections (not needed here).
+# What tools/bolt/bolt.bzl runs.
 LAYOUT = ["-reorder-functions=user", "-lite=0"]
 # Every function at the start of a page of its own: BOLT's default aligner
 # ("compact") would align small functions less.

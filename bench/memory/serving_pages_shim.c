@@ -25,6 +25,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -95,7 +97,17 @@ int madvise(void* addr, size_t length, int advice) {
     const unsigned long b = begin > range_begin[i] ? begin : range_begin[i];
     const unsigned long e = end < range_end[i] ? end : range_end[i];
     for (unsigned long a = b & ~(unsigned long)(kPage - 1); a < e; a += kPage) {
-      syscall(SYS_madvise, (void*)a, kPage, ((a / kPage) & 1) ? MADV_RANDOM : MADV_NORMAL);
+      if (syscall(SYS_madvise, (void*)a, kPage,
+                  ((a / kPage) & 1) ? MADV_RANDOM : MADV_NORMAL) != 0) {
+        // Past vm.max_map_count the split stops, fault-around comes back
+        // and the pages found would name neighbours that never ran: a
+        // probe that cannot split must not report.
+        fprintf(stderr,
+                "serving_pages_shim: splitting the executable's pages into "
+                "one-page mappings failed at %#lx: %s (vm.max_map_count?)\n",
+                a, strerror(errno));
+        abort();
+      }
     }
   }
   errno = saved;

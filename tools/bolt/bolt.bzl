@@ -3,8 +3,20 @@
 The input is a cc_binary linked with -Wl,--emit-relocs (BOLT needs the
 relocations to move functions); the output is the same program with the
 functions named in `function_order` first, in that order, in a .text of
-their own, and every other function after them in .text.cold. Nothing else
-about the program changes: its data stays where the linker put it.
+their own, and every other function after them in .text.cold. Its data
+stays where the linker put it. BOLT also runs its default rewriting passes
+on the code it moves (shorter instruction encodings, empty blocks removed,
+conditional tail calls simplified, jump tables moved), and it drops the
+DWARF debug sections: llvm-bolt-15's -update-debug-sections writes wrong
+file names into DWARF 5 line tables (gcc 12's and clang 14's default) or
+crashes on them, so the laid-out binary has symbols (stack traces name
+functions) but no line tables. Do not run GNU strip or objcopy on it: they
+re-lay its segments and the result does not load.
+
+The action fails when more than a tenth of the function list names
+functions the binary no longer has (a stale list: regenerate it with
+bench/memory/serving_order.py); a few missing names (a function inlined
+away by another compiler) are only logged.
 
 Why: the kernel maps a file's pages around every page fault (fault-around,
 64 KiB), so the code a long-running process keeps touching costs it the
@@ -39,8 +51,15 @@ def _bolt_binary_impl(ctx):
             # (hand-written assembly of OpenSSL, ...): kept in the log,
             # shown only if it fails.
             command = ('llvm-bolt-15 "$1" -o "$2" -reorder-functions=user ' +
-                       '-function-order="$3" -lite=0 -update-debug-sections ' +
-                       '>"$4" 2>&1 || { cat "$4" >&2; exit 1; }'),
+                       '-function-order="$3" -lite=0 ' +
+                       '>"$4" 2>&1 || { cat "$4" >&2; exit 1; }; ' +
+                       'listed=$(grep -c . "$3"); ' +
+                       'missing=$(grep -c "can.t find function for" "$4" || true); ' +
+                       'if [ $((missing * 10)) -gt "$listed" ]; then ' +
+                       'echo "bolt_binary: $missing of the $listed functions in $3 are not in ' +
+                       'the binary: the list is stale; regenerate it with ' +
+                       'bench/memory/serving_order.py (docs/build.md)" >&2; ' +
+                       'rm -f "$2"; exit 1; fi'),
             arguments = [linked.path, out.path, ctx.file.function_order.path, log.path],
             use_default_shell_env = True,
             mnemonic = "BoltLayout",
