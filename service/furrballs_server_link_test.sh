@@ -89,6 +89,27 @@ elif [ -z "$packed" ] || [ $((16#$packed)) -lt $min_packed ] ||
   failed=1
 else
   echo "ok: serving's functions packed in .text ($((16#$packed)) bytes), the rest in .text.cold"
+  # And the packed functions are serving's: the engine's Get and Set sit
+  # in the packed .text (a list of the wrong functions of the right size
+  # would still pass the size check above).
+  text_start=$(readelf --section-headers --wide "$server" |
+    sed -n 's/.*\] \.text *PROGBITS *\([0-9a-f]*\) .*/\1/p')
+  symbols=$(nm --defined-only "$server")
+  for fn in _ZN9furrballs17furrball_internal9NodeShard3SetE \
+    _ZN9furrballs17furrball_internal9NodeShard3GetE; do
+    addr=$(awk -v p="$fn" '$2 ~ /^[TtWw]$/ && index($3, p) == 1 && $3 !~ /\.org\./ { print $1; exit }' <<<"$symbols")
+    if [ -z "$addr" ]; then
+      echo "FAIL: no function $fn* in $server"
+      failed=1
+    elif [ $((16#$addr)) -lt $((16#$text_start)) ] ||
+      [ $((16#$addr)) -ge $((16#$text_start + 16#$packed)) ]; then
+      echo "FAIL: $fn* is at 0x$addr, outside the packed .text: regenerate" \
+        "service/serving_functions.txt (bench/memory/serving_order.py)"
+      failed=1
+    else
+      echo "ok: $fn* is in the packed .text"
+    fi
+  done
 fi
 # Layout must not cost protection: every section of an executable segment
 # is code. (.rodata.serving once followed .fini into the R E segment, 449 KiB
