@@ -57,13 +57,15 @@ fi
 # function"). .bolt.org.text is where BOLT found the code; a list that no
 # longer names the binary's functions (a dependency upgrade) leaves the
 # packed .text nearly empty.
-section_size() {
-  readelf --section-headers --wide "$server" |
-    sed -n "s/.*\] $1 *PROGBITS *[0-9a-f]* [0-9a-f]* \([0-9a-f]*\).*/\1/p"
-}
-packed=$(section_size '\.text')
-bolted=$(section_size '\.bolt\.org\.text')
-serving=$(section_size '\.text\.serving')
+# The section table, read once: one line per section, "name address size
+# flags" (address and size in hex; flags may be empty).
+sections=$(readelf --section-headers --wide "$server" |
+  sed -n 's/^ *\[ *[0-9]*\] \([^ ]*\) *[A-Z_0-9]* *\([0-9a-f]*\) [0-9a-f]* \([0-9a-f]*\) [0-9a-f]* *\([A-Z]*\) .*/\1 \2 \3 \4/p')
+section_addr() { awk -v s="$1" '$1 == s { print $2 }' <<<"$sections"; }
+section_size() { awk -v s="$1" '$1 == s { print $3 }' <<<"$sections"; }
+packed=$(section_size .text)
+bolted=$(section_size .bolt.org.text)
+serving=$(section_size .text.serving)
 min_packed=$((512 << 10))
 max_packed=$((4 << 20))
 min_serving=$((1 << 20))
@@ -77,7 +79,7 @@ if [ "$layout" = as_linked ]; then
       "regenerate service/serving_sections.ld (bench/memory/serving_sections.py)"
     failed=1
   fi
-elif [ -z "$bolted" ] || [ -z "$(section_size '\.text\.cold')" ]; then
+elif [ -z "$bolted" ] || [ -z "$(section_size .text.cold)" ]; then
   echo "FAIL: no .bolt.org.text or .text.cold: the code was not laid out by BOLT" \
     "(//service:furrballs_server is a bolt_binary, in -c opt without --config=fuzz)"
   failed=1
@@ -92,8 +94,7 @@ else
   # And the packed functions are serving's: the engine's Get and Set sit
   # in the packed .text (a list of the wrong functions of the right size
   # would still pass the size check above).
-  text_start=$(readelf --section-headers --wide "$server" |
-    sed -n 's/.*\] \.text *PROGBITS *\([0-9a-f]*\) .*/\1/p')
+  text_start=$(section_addr .text)
   symbols=$(nm --defined-only "$server")
   for fn in _ZN9furrballs17furrball_internal9NodeShard3SetE \
     _ZN9furrballs17furrball_internal9NodeShard3GetE; do
@@ -124,14 +125,12 @@ exec_sections=$(readelf --segments --wide "$server" | awk '
   /^ Section to Segment mapping:/ { headers = 0; mapping = 1; next }
   headers && /^  [A-Z]/ && !/^  Type/ { if ($0 ~ / R E /) exec[n] = 1; n++ }
   mapping && /^   [0-9]+ / { if (($1 + 0) in exec) { $1 = ""; print } }')
-flags_of=$(readelf --section-headers --wide "$server" |
-  sed -n 's/^ *\[ *[0-9]*\] \([^ ]*\) *[A-Z_0-9]* *[0-9a-f]* [0-9a-f]* [0-9a-f]* [0-9a-f]* *\([A-Z]*\) .*/\1 \2/p')
 if [ -z "$exec_sections" ]; then
   echo "FAIL: no executable LOAD segment found in $server"
   failed=1
 fi
 for section in $exec_sections; do
-  flags=$(awk -v s="$section" '$1 == s { print $2 }' <<<"$flags_of")
+  flags=$(awk -v s="$section" '$1 == s { print $4 }' <<<"$sections")
   if [[ "$flags" != *X* && ! ( "$section" =~ $bolt_tables && -n "$bolted" ) ]]; then
     echo "FAIL: $section (flags '${flags}') is in an executable segment"
     failed=1
