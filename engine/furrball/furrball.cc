@@ -406,6 +406,9 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     return out;
   }
 
+  // ChunkStoreForTesting (furrball_testing.h).
+  ChunkStore& chunk_store() { return *this; }
+
   // LocateEntryForTesting (furrball_testing.h).
   EntryPlacement LocateEntry(const HashPair& h) {
     ParkingLockHolder l(KeyLockFor(h));
@@ -592,6 +595,10 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
 EntryPlacement LocateEntryForTesting(FurrBall& ball, const HashPair& h) {
   // Open makes no other FurrBall.
   return static_cast<FurrBallImpl&>(ball).LocateEntry(h);
+}
+
+ChunkStore& ChunkStoreForTesting(FurrBall& ball) {
+  return static_cast<FurrBallImpl&>(ball).chunk_store();
 }
 
 absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(
