@@ -72,7 +72,7 @@ std::optional<uint64_t> ExpectWhole(const std::string& got, int writers) {
 // and not what this test is about.
 TEST(ChunkedValueOverwriteTest, ReadersOfAKeyOverwrittenContinuouslyNeverMiss) {
   constexpr int kWriters = 2;
-  constexpr int kReads = 2000;
+  constexpr int kReads = 1000;
   constexpr uint64_t kAhead = 4;
   FurrBallOptions o = LargeBudgetSmallPages();
   o.node_count = 2;
