@@ -79,7 +79,7 @@ std::optional<uint64_t> ExpectWhole(const std::string& got, int writers) {
 TEST(ChunkedValueOverwriteTest, ReadersOfAKeyOverwrittenContinuouslyNeverMiss) {
   constexpr int kWriters = 2;
   constexpr int kReads = 1000;
-  constexpr uint64_t kAhead = 4;
+  constexpr uint64_t kAhead = 8;
   FurrBallOptions o = LargeBudgetSmallPages();
   o.node_count = 2;
   o.simulated_remote_delay_ns = 20'000;
