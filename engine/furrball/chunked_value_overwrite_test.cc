@@ -191,10 +191,25 @@ struct Harness {
     if (!r.found || kind != EntryKind::kChunkedHead) return r;
     return values.Assemble(Key(key), r, value, /*read_disk=*/true);
   }
+  // From now on, "hot" gets writer 0's next value before every `n`th chunk
+  // read; writes, most_live and most_retired record what happened.
+  void OverwriteBeforeEveryNthChunkRead(uint64_t n) {
+    store.before_chunk_read = [this, n] {
+      if (chunk_reads++ % n != 0) return;
+      ASSERT_EQ(values.Set(Key("hot"), ValueOf(0, ++writes), {}).error,
+                Error::kOk);
+      most_live = std::max(most_live, LiveKeys(*ball));
+      most_retired = std::max(most_retired, values.RetiredForTesting());
+    };
+  }
 
   std::unique_ptr<FurrBall> ball;
   HookedStore store;
   ChunkedValues values;
+  uint64_t chunk_reads = 0;
+  uint64_t writes = 0;
+  int64_t most_live = 0;
+  size_t most_retired = 0;
 };
 
 // One read during which the key is overwritten before every 16th chunk
@@ -211,23 +226,16 @@ void OverwriteDuringOneRead(uint64_t retired_bytes_limit, bool expect_found) {
   const int64_t one_value = LiveKeys(*t.ball);
   ASSERT_GT(one_value, 120);
 
-  uint64_t chunk_reads = 0, writes = 0;
-  int64_t most_live = 0;
-  t.store.before_chunk_read = [&] {
-    if (chunk_reads++ % 16 != 0) return;
-    ASSERT_EQ(t.values.Set(t.Key("hot"), ValueOf(0, ++writes), {}).error,
-              Error::kOk);
-    most_live = std::max(most_live, LiveKeys(*t.ball));
-  };
+  t.OverwriteBeforeEveryNthChunkRead(16);
   std::string got;
   const GetResult r = t.Get("hot", &got);
   t.store.before_chunk_read = nullptr;
   // At least one write per head followed (kMaxHeadReads is 4).
-  ASSERT_GE(writes, 4u);
-  EXPECT_EQ(r.found, expect_found) << writes << " overwrites";
+  ASSERT_GE(t.writes, 4u);
+  EXPECT_EQ(r.found, expect_found) << t.writes << " overwrites";
   if (expect_found) {
     EXPECT_EQ(ExpectWhole(got, 1), 0u) << "the value the read started with";
-    EXPECT_GT(most_live, 2 * one_value)
+    EXPECT_GT(t.most_live, 2 * one_value)
         << "replaced chunks stay while their reader reads";
   }
   EXPECT_TRUE(test_support::Eventually([&] {
@@ -235,7 +243,7 @@ void OverwriteDuringOneRead(uint64_t retired_bytes_limit, bool expect_found) {
   })) << LiveKeys(*t.ball) << " live entries, " << one_value << " expected";
   EXPECT_EQ(t.values.RetiredForTesting(), 0u);
   ASSERT_TRUE(t.Get("hot", &got).found);
-  EXPECT_EQ(ExpectWhole(got, 1), writes) << "the last write";
+  EXPECT_EQ(ExpectWhole(got, 1), t.writes) << "the last write";
 }
 
 TEST(ChunkedValueOverwriteTest, AReadKeepsItsValueWhileWritersReplaceIt) {
@@ -281,22 +289,13 @@ TEST(ChunkedValueOverwriteTest, RetiredChunksStayWithinTheBound) {
   ASSERT_NE(t.ball, nullptr);
   ASSERT_EQ(t.values.Set(t.Key("hot"), ValueOf(0, 0), {}).error, Error::kOk);
   const int64_t one_value = LiveKeys(*t.ball);
-  uint64_t chunk_reads = 0, writes = 0;
-  int64_t most_live = 0;
-  size_t most_retired = 0;
-  t.store.before_chunk_read = [&] {
-    if (chunk_reads++ % 8 != 0) return;
-    ASSERT_EQ(t.values.Set(t.Key("hot"), ValueOf(0, ++writes), {}).error,
-              Error::kOk);
-    most_live = std::max(most_live, LiveKeys(*t.ball));
-    most_retired = std::max(most_retired, t.values.RetiredForTesting());
-  };
+  t.OverwriteBeforeEveryNthChunkRead(8);
   std::string got;
   t.Get("hot", &got);  // may miss: the bound dropped what it read
   t.store.before_chunk_read = nullptr;
-  ASSERT_GT(writes, 8u);
-  EXPECT_EQ(most_retired, 2u);
-  EXPECT_LE(most_live, 3 * one_value);
+  ASSERT_GT(t.writes, 8u);
+  EXPECT_EQ(t.most_retired, 2u);
+  EXPECT_LE(t.most_live, 3 * one_value);
   EXPECT_TRUE(test_support::Eventually([&] {
     return LiveKeys(*t.ball) == one_value;
   }));
