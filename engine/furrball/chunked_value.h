@@ -102,7 +102,10 @@
 // at once; a reader of those may miss, which is the price of the bound
 // (only a reader descheduled while writers replace a quarter of the cache
 // pays it). retired_ thus holds at most limit / (an eighth of a page)
-// entries of 48 bytes.
+// entries of 48 bytes. In the smallest caches a quarter of the pages is
+// less than one 1 MiB value (a 4 MiB budget), so such a value is deleted
+// at once when replaced, as before grace, and its readers can still miss
+// under continuous overwrites.
 //
 // Shutdown and warm restart: FurrBallImpl's destructor stops the workers
 // (their queued drain jobs run), then drains, with no reader left, before
