@@ -91,6 +91,7 @@ TEST(ChunkedValueOverwriteTest, ReadersOfAKeyOverwrittenContinuouslyNeverMiss) {
   ASSERT_NE(ball, nullptr);
   ASSERT_GT(kValueBytes / ChunkBytesFor(ball->memory_plan().page_size), 120u);
   ASSERT_EQ(ball->Set("hot", ValueOf(0, 0)).error, Error::kOk);
+  const int64_t one_value = LiveKeys(*ball);  // every writer's: 129 chunks
 
   // Each writer cycles through kPool values of its own (building a 1 MiB
   // value per write would dominate the test under TSAN); a read mixing
@@ -135,6 +136,11 @@ TEST(ChunkedValueOverwriteTest, ReadersOfAKeyOverwrittenContinuouslyNeverMiss) {
                        << " overwrites";
   ASSERT_TRUE(ball->Get("hot", &got).found);
   ExpectWhole(got, kWriters);
+  // With the readers gone every replaced write is deleted (by the last
+  // writers' drains or the drain job the last reader queued).
+  EXPECT_TRUE(test_support::Eventually([&] {
+    return LiveKeys(*ball) == one_value;
+  })) << LiveKeys(*ball) << " live entries, " << one_value << " expected";
 }
 
 // The cache's ChunkStore, with a hook run before each chunk read (on the
