@@ -173,7 +173,7 @@ class Stress {
         ASSERT_EQ(map_.BeginGrow(std::move(bigger)), Error::kOk);
         ++grows_;
       }
-      Migrate(cap, next);
+      Migrate(cap, next, /*insert_stable=*/true);
     }
     if (!shrink_) return;
     // Shrink: to room for every churn key and 100 more (so the keys, which
@@ -194,19 +194,22 @@ class Stress {
         ASSERT_EQ(map_.BeginShrink(std::move(smaller)), Error::kOk);
         ++shrinks_;
       }
-      Migrate(target, next);
+      Migrate(target, next, /*insert_stable=*/false);
     }
   }
 
   // Migrates a few keys per lock hold until the growth (or shrink) to a
-  // table of `cap` keys ends, inserting, overwriting and erasing between.
+  // table of `cap` keys ends, inserting (stable keys only if
+  // `insert_stable`, so that a shrink's room is left to the churn keys),
+  // overwriting and erasing between.
   template <typename Next>
-  void Migrate(size_t cap, const Next& next) {
+  void Migrate(size_t cap, const Next& next, bool insert_stable) {
     for (bool more = true; more;) {
       {
         std::lock_guard<std::mutex> hold(lock_);
         more = map_.MigrateSome(1 + next() % 8) > 0;
-        if (stable_.load() < kMaxStable && map_.size() + 1 < cap) {
+        if (insert_stable && stable_.load() < kMaxStable &&
+            map_.size() + 1 < cap) {
           InsertStable(stable_.load());
         }
         Churn(next() % kChurnKeys, next() % 2 == 0);
