@@ -194,6 +194,7 @@ struct KeyTableLoad {
   uint32_t capacity = 0;          // ARC's c now
   uint64_t resident_keys = 0;     // keys ARC holds
   bool evicted_for_keys = false;  // ARC evicted by key count since the last look
+  bool evicted_for_pages = false; // entries were evicted for page room since
   uint32_t free_pages = 0;
   uint32_t retired_pages = 0;
   uint32_t retired_tables = 0;    // growths so far (RetiredKeyTableBytes)
@@ -214,6 +215,32 @@ struct KeyTableLoad {
 // while the smallest next growth's peak needed 5.) Returns the capacity
 // to grow to, or load.capacity for none.
 uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
+                          uint32_t keep_free);
+
+// The shrink rule (issue 13 goal 1: the key table gives its memory back
+// when the values grow), looked at as the growth rule is: a table that is
+// far from full (fewer than c / 2 keys resident) while pages, not keys,
+// run out (entries evicted for page room since the last look, none by key
+// count) shrinks to the split GrowthTarget aims at for the entry size seen
+// now: the largest capacity whose table leaves, beside `keep_free` free
+// pages, the pages that as many keys take at the pages per key the
+// resident keys show. Never below the resident keys plus an eighth, nor
+// below plan.max_keys (the table a node starts with); and only if that is
+// at most three quarters of c (a smaller saving is not worth a
+// migration). Returns the capacity to shrink to, or load.capacity for
+// none.
+//
+// Why it cannot oscillate with the growth rule: both aim at one split for
+// one entry size. A growth needs a full table (resident >= 15/16 c,
+// evicting by key count) and a split at least c + c/16 away; a shrink
+// needs a half-empty table evicting for pages, and a split at most 3/4 c
+// away. With the entry size unchanged, a growth's target t fits its pages
+// (GrowthTarget), so the shrink's split is at least t (no shrink follows);
+// a shrink ends at most 8/9 full (the margin), below the growth's 15/16,
+// and at the split, where a growth's least step (c + c/16) no longer fits
+// the pages those keys need. Only a change of entry size between the two
+// moves the split, and then moving with it is the point.
+uint32_t KeyTableShrinkTo(const MemoryPlan& plan, const KeyTableLoad& load,
                           uint32_t keep_free);
 
 // The free pages a node's worker keeps ahead of its writers
