@@ -53,7 +53,11 @@
 // the share that holds the most keys of the entry size seen; NodeShard
 // retires the pages before it grows (evicting entries if the free ones
 // do not pay for the peak) and gives back those the finished table no
-// longer needs.
+// longer needs. KeyTableShrinkTo runs the same the other way when the
+// entries became larger: a half-empty table whose node evicts for page
+// room shrinks to the split for the entry size seen now, and the pages
+// the old table held out of service come back (during the shrink both
+// tables are counted whole).
 //
 // The page size, when not set, follows the budget alone: the largest power
 // of two up to 2 MiB of which a node's share holds 256 pages, never smaller
