@@ -55,8 +55,9 @@
 // frees it, and moving a key between lists (T1 -> T2, T1 -> B1, ...) relinks
 // the same slot.
 //
-// Growth: c may grow (never shrink) while keys are tracked, without
-// allocating or freeing under the caller's lock and without a long hold:
+// Growth: c may grow (and shrink: "Shrinking" below) while keys are
+// tracked, without allocating or freeing under the caller's lock and
+// without a long hold:
 //
 //   AllocateGrowth(c')  no lock: a new arena of 2c' slots, c' records and an
 //                       index for 2c' keys.

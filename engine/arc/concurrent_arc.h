@@ -6,7 +6,7 @@
 // Thread safety: thread-safe. Find and UpdateInPlace are lock-free (CMap's
 // seqlock read or write plus one PromoteBuf enqueue); Set, Erase,
 // ForceEvictOne, ColdestKeys, GrowStep and the diagnostics take the
-// SpinLock, Grow takes it only to install what it allocated.
+// SpinLock, Grow and Shrink take it only to install what they allocated.
 // Callbacks run under the SpinLock and must not call back into the same
 // ConcurrentARC.
 //
@@ -597,18 +597,14 @@ class ConcurrentARC {
           new_capacity, " (must be larger, at most ",
           ArcFlatLists<>::kMaxCapacity, ")"));
     }
-    std::unique_ptr<CMap<Value>> table = ResizableCMap<Value>::AllocateTable(
-        new_capacity, options_.allocator, options_.hasher);
-    if (table->status() != Error::kOk) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "ConcurrentARC: cannot allocate a CMap for ", new_capacity,
-          " entries: ", std::string(ErrorName(table->status()))));
-    }
+    absl::StatusOr<std::unique_ptr<CMap<Value>>> table =
+        AllocateTable(new_capacity);
+    if (!table.ok()) return table.status();
     absl::StatusOr<ArcPolicy::Growth> growth =
         policy_.AllocateGrowth(new_capacity);
     if (!growth.ok()) return growth.status();
     SpinLockHolder hold(lock_);
-    const Error err = table_.BeginGrow(std::move(table));
+    const Error err = table_.BeginGrow(*std::move(table));
     if (err != Error::kOk) {
       // The checks above rule this out; nothing was installed.
       return absl::InternalError(absl::StrCat(
@@ -650,6 +646,20 @@ class ConcurrentARC {
     return out;
   }
 
+  // A table of `capacity` keys for a growth or shrink, allocated with no
+  // lock held.
+  absl::StatusOr<std::unique_ptr<CMap<Value>>> AllocateTable(
+      uint32_t capacity) const {
+    std::unique_ptr<CMap<Value>> table = ResizableCMap<Value>::AllocateTable(
+        capacity, options_.allocator, options_.hasher);
+    if (table->status() != Error::kOk) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ConcurrentARC: cannot allocate a CMap for ", capacity,
+          " entries: ", std::string(ErrorName(table->status()))));
+    }
+    return table;
+  }
+
   // The Shrink of the claimant of growing_ (as GrowClaimed).
   absl::Status ShrinkClaimed(uint32_t new_capacity)
       ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -658,18 +668,14 @@ class ConcurrentARC {
           "ConcurrentARC: cannot shrink from capacity ", capacity(), " to ",
           new_capacity, " (must be smaller, above 0)"));
     }
-    std::unique_ptr<CMap<Value>> table = ResizableCMap<Value>::AllocateTable(
-        new_capacity, options_.allocator, options_.hasher);
-    if (table->status() != Error::kOk) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "ConcurrentARC: cannot allocate a CMap for ", new_capacity,
-          " entries: ", std::string(ErrorName(table->status()))));
-    }
+    absl::StatusOr<std::unique_ptr<CMap<Value>>> table =
+        AllocateTable(new_capacity);
+    if (!table.ok()) return table.status();
     absl::StatusOr<ArcPolicy::Growth> arc_state =
         policy_.AllocateShrink(new_capacity);
     if (!arc_state.ok()) return arc_state.status();
     SpinLockHolder hold(lock_);
-    shrink_table_ = std::move(table);
+    shrink_table_ = *std::move(table);
     shrink_arc_state_.emplace(*std::move(arc_state));
     policy_.BeginShrink(new_capacity);
     shrink_phase_ = ShrinkPhase::kTrim;

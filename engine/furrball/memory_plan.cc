@@ -230,7 +230,8 @@ uint32_t KeyTableShrinkTo(const MemoryPlan& plan, const KeyTableLoad& load,
   if (least * 4 > c * 3) return load.capacity;
   const auto fits = [&](uint64_t to) {
     const uint32_t retired = RetiredPagesFor(
-        plan, KeyTableBytes(to) + RetiredKeyTableBytes(load.retired_tables + 1));
+        plan,
+        KeyTableBytes(to) + RetiredKeyTableBytes(load.retired_tables + 1));
     const uint64_t entry_pages =
         (used * to + load.resident_keys - 1) / load.resident_keys;
     return retired <= plan.page_count &&

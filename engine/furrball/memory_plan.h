@@ -198,7 +198,8 @@ struct KeyTableLoad {
   uint32_t capacity = 0;          // ARC's c now
   uint64_t resident_keys = 0;     // keys ARC holds
   bool evicted_for_keys = false;  // ARC evicted by key count since the last look
-  bool evicted_for_pages = false; // entries were evicted for page room since
+  // Entries were evicted for page room since the last look.
+  bool evicted_for_pages = false;
   uint32_t free_pages = 0;
   uint32_t retired_pages = 0;
   uint32_t retired_tables = 0;    // growths so far (RetiredKeyTableBytes)
