@@ -55,8 +55,9 @@
 // frees it, and moving a key between lists (T1 -> T2, T1 -> B1, ...) relinks
 // the same slot.
 //
-// Growth: c may grow (never shrink) while keys are tracked, without
-// allocating or freeing under the caller's lock and without a long hold:
+// Growth: c may grow (and shrink: "Shrinking" below) while keys are
+// tracked, without allocating or freeing under the caller's lock and
+// without a long hold:
 //
 //   AllocateGrowth(c')  no lock: a new arena of 2c' slots, c' records and an
 //                       index for 2c' keys.
@@ -84,6 +85,37 @@
 // forever after, the copy costs nothing once the growth ends
 // (docs/arc.md). Its price is the old arena and records mapped until the
 // end of the growth (GrowthPeakBytes).
+//
+// Shrinking (issue 13: the key table gives its memory back when the values
+// grow). A smaller c' reuses the growth's copy, which needs every tracked
+// slot below 2c' and every record below c' (the copy keeps slot and record
+// numbers). The caller (ArcPolicy) first trims the lists to c''s bounds
+// (at most c' resident, 2c' tracked), then:
+//
+//   BeginCompact(c')  under the lock, O(1): the free slot and record chains
+//                     are set aside (`old_free_*`); from now on a freed slot
+//                     below 2c' (record below c') goes on a new chain, one
+//                     above is dropped (tagged kNone, never reused).
+//   CompactStep(n)    under the lock, bounded: (1) moves up to 16n entries of
+//                     the set-aside chains to the new ones (those below the
+//                     limit) or drops them; (2) once they are empty, takes
+//                     new slots only from the new chain or the high-water
+//                     mark below 2c' and walks down from the high-water mark
+//                     to 2c', moving each tracked slot it meets into a free
+//                     one below (relinking its neighbours, renumbering its
+//                     index entry); (3) walks the slots below 2c' and gives
+//                     each resident whose record lies above c' a record
+//                     below. True when all is done: the caller then installs
+//                     a growth to c' (AllocateShrink, BeginGrow), whose copy
+//                     and release run as for any growth.
+//
+// A free slot below the limit exists for every push and every move: the
+// bounds leave at most 2c' tracked slots, so while one lies above 2c' (the
+// move), or fewer than 2c' are tracked (a push), one below is free; once the
+// set-aside chain is empty, every free slot below the high-water mark and
+// the limit is on the new chain. Records likewise, with c' residents. The
+// tests of slot and record allocation against compaction run only in
+// ArcMayGrow mode, which growing() selects while compacting.
 //
 // Why one shared arena of 2c, not one arena of 2c per list as in the report:
 // ARC bounds the sum, |T1| + |T2| + |B1| + |B2| <= 2c, not each list (any
@@ -213,6 +245,7 @@ class ArcFlatLists {
         keys_pending_(other.keys_pending_),
         arena_handed_out_(other.arena_handed_out_),
         keys_handed_out_(other.keys_handed_out_),
+        compact_(other.compact_),
         old_capacity_(other.old_capacity_),
         capacity_(other.capacity_),
         free_head_(other.free_head_),
@@ -334,7 +367,10 @@ class ArcFlatLists {
   uint32_t PushFront(ArcList l, const HashPair& key, Mode mode = {}) {
     if (IsResident(l) && resident() == capacity_) return kArcNil;
     uint32_t s = free_head_;
-    if (s != kArcNil) {
+    if (Mode::value && ABSL_PREDICT_FALSE(compact_.on)) {
+      s = CompactTakeSlot();
+      if (s == kArcNil) return kArcNil;
+    } else if (s != kArcNil) {
       free_head_ = At(s, mode).next;
     } else if (high_water_ < slot_count()) {
       s = high_water_++;
@@ -383,6 +419,10 @@ class ArcFlatLists {
     Slot& s = At(slot, mode);
     if (IsResident(s.list())) GiveBackRecord(s.word, mode);
     s.Set(ArcList::kNone, kArcNil);
+    if (Mode::value && ABSL_PREDICT_FALSE(compact_.on) &&
+        slot >= compact_.slot_limit) {
+      return;  // above the shrink's arena: dropped, never reused
+    }
     s.next = free_head_;
     free_head_ = slot;
   }
@@ -451,8 +491,41 @@ class ArcFlatLists {
   // larger madvise calls.
   static constexpr size_t kReleaseBatchBytes = 64 << 10;
 
-  // From BeginGrow until TakeRetired has taken the old generation.
-  bool growing() const { return old_arena_ != nullptr; }
+  // From BeginGrow until TakeRetired has taken the old generation, and
+  // while compacting for a shrink (so that WithGrowthMode picks ArcMayGrow).
+  bool growing() const { return old_arena_ != nullptr || compact_.on; }
+
+  // ---- Shrinking (see the file comment) ----
+
+  // Allocates the arena, records and index of capacity `new_capacity` for
+  // a shrink (installed by BeginGrow once CompactStep is done). Takes no
+  // lock, as AllocateGrowth. InvalidArgument unless 0 < new_capacity < c.
+  absl::StatusOr<Growth> AllocateShrink(uint32_t new_capacity) const {
+    if (new_capacity == 0 || new_capacity >= capacity_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ArcFlatLists: cannot shrink from capacity ", capacity_, " to ",
+          new_capacity));
+    }
+    return Allocate(new_capacity, alloc_);
+  }
+
+  // Starts compacting toward capacity `new_capacity`. O(1). REQUIRES:
+  // !growing(); at most new_capacity keys resident and 2 * new_capacity
+  // tracked, now and after every later operation (ArcPolicy's trim and
+  // its bounds for the smaller c).
+  void BeginCompact(uint32_t new_capacity) {
+    compact_ = Compaction{};
+    compact_.on = true;
+    compact_.slot_limit = 2 * new_capacity;
+    compact_.record_limit = new_capacity;
+    compact_.old_free_slot = std::exchange(free_head_, kArcNil);
+    compact_.old_free_record = std::exchange(free_record_, kArcNil);
+  }
+  // Bounded work toward the compaction (about 16 * max_moves slots or
+  // records visited). True when every tracked slot lies below 2c' and every
+  // record in use below c'; compacting() is then false.
+  bool CompactStep(size_t max_moves);
+  bool compacting() const { return compact_.on; }
 
   // Once GrowStep returned true: hands the old index table, arena and
   // records to *out (free them after the lock) and ends the growth. No-op
@@ -614,7 +687,9 @@ class ArcFlatLists {
   template <typename Mode>
   uint32_t TakeRecord(const HashPair& key, Mode mode) {
     uint32_t r = free_record_;
-    if (r != kArcNil) {
+    if (Mode::value && ABSL_PREDICT_FALSE(compact_.on)) {
+      r = CompactTakeRecord();
+    } else if (r != kArcNil) {
       free_record_ = static_cast<uint32_t>(Record(r, mode).h1);
     } else {
       r = record_high_water_++;
@@ -624,6 +699,10 @@ class ArcFlatLists {
   }
   template <typename Mode>
   void GiveBackRecord(uint32_t r, Mode mode) {
+    if (Mode::value && ABSL_PREDICT_FALSE(compact_.on) &&
+        r >= compact_.record_limit) {
+      return;  // above the shrink's records: dropped, never reused
+    }
     Record(r, mode).h1 = free_record_;
     free_record_ = r;
   }
@@ -661,6 +740,75 @@ class ArcFlatLists {
     --h.size;
   }
 
+  // A compaction before a shrink (BeginCompact): the chains set aside, the
+  // limits, and where the walks of steps (2) and (3) are.
+  struct Compaction {
+    bool on = false;
+    bool chains_done = false;  // step (1) over: no slot above the limits
+                               // is handed out any more
+    uint32_t slot_limit = 0;    // 2c'
+    uint32_t record_limit = 0;  // c'
+    uint32_t old_free_slot = kArcNil;
+    uint32_t old_free_record = kArcNil;
+    uint32_t top = 0;   // step (2): slots [limit, top) may still be tracked
+    uint32_t scan = 0;  // step (3): slots below it have their records below
+  };
+
+  // A free slot during compaction: the new chain, the set-aside one, then
+  // the high-water mark (below the limit once the chains are done).
+  uint32_t CompactTakeSlot() {
+    uint32_t s = free_head_;
+    if (s != kArcNil) {
+      free_head_ = At(s).next;
+      return s;
+    }
+    s = compact_.old_free_slot;
+    if (s != kArcNil) {
+      compact_.old_free_slot = At(s).next;
+      return s;
+    }
+    const uint32_t end =
+        compact_.chains_done ? std::min(compact_.slot_limit, slot_count())
+                             : slot_count();
+    return high_water_ < end ? high_water_++ : kArcNil;
+  }
+  uint32_t CompactTakeRecord() {
+    uint32_t r = free_record_;
+    if (r != kArcNil) {
+      free_record_ = static_cast<uint32_t>(Record(r).h1);
+      return r;
+    }
+    r = compact_.old_free_record;
+    if (r != kArcNil) {
+      compact_.old_free_record = static_cast<uint32_t>(Record(r).h1);
+      return r;
+    }
+    return record_high_water_++;  // below the limit once the chains are done
+                                  // (a free record exists: fewer than c'
+                                  // are resident, or one is being moved)
+  }
+  // Moves tracked slot `from` to free slot `to`: its neighbours, its list's
+  // ends and its index entry follow.
+  void Relocate(uint32_t from, uint32_t to) {
+    Slot& f = At(from);
+    const uint32_t high = HighOfSlot(from);
+    const ArcList l = f.list();
+    const uint32_t prev = f.prev(), next = f.next;
+    At(to) = f;
+    if (prev != kArcNil) {
+      At(prev).next = to;
+    } else {
+      head(l).first = to;
+    }
+    if (next != kArcNil) {
+      At(next).SetPrev(to);
+    } else {
+      head(l).last = to;
+    }
+    index_.Renumber(high, from, to);
+    f.Set(ArcList::kNone, kArcNil);
+  }
+
   Slot* arena_;     // 2c slots
   HashPair* keys_;  // c records: the keys of resident slots
   // While growing: the previous generation (c = old_capacity_), of which
@@ -674,6 +822,7 @@ class ArcFlatLists {
   // Bytes of the old arena and records handed out for release (TakeCopied).
   size_t arena_handed_out_ = 0;
   size_t keys_handed_out_ = 0;
+  Compaction compact_;  // before a shrink (BeginCompact)
   uint32_t old_capacity_ = 0;
   uint32_t capacity_;
   uint32_t free_head_;   // removed slots, chained through `next`
@@ -684,6 +833,67 @@ class ArcFlatLists {
   Index index_;
   RawAllocator alloc_;
 };
+
+template <typename Index>
+bool ArcFlatLists<Index>::CompactStep(size_t max_moves) {
+  if (!compact_.on) return true;
+  Compaction& c = compact_;
+  size_t budget = 16 * max_moves;
+  // (1) The set-aside chains: keep what lies below the limits.
+  while (budget > 0 && c.old_free_slot != kArcNil) {
+    --budget;
+    const uint32_t s = c.old_free_slot;
+    c.old_free_slot = At(s).next;
+    if (s < c.slot_limit) {
+      At(s).next = free_head_;
+      free_head_ = s;
+    }
+  }
+  while (budget > 0 && c.old_free_record != kArcNil) {
+    --budget;
+    const uint32_t r = c.old_free_record;
+    c.old_free_record = static_cast<uint32_t>(Record(r).h1);
+    if (r < c.record_limit) {
+      Record(r).h1 = free_record_;
+      free_record_ = r;
+    }
+  }
+  if (c.old_free_slot != kArcNil || c.old_free_record != kArcNil) {
+    return false;
+  }
+  if (!c.chains_done) {
+    // From here on nothing above the limits is handed out: the high-water
+    // marks beyond them stop, and what is tracked above them is what step
+    // (2) and (3) move.
+    c.chains_done = true;
+    c.top = high_water_;
+    // Every record below both marks is in use or on the new chain; those
+    // above the limit that are in use are step (3)'s.
+    record_high_water_ = std::min(record_high_water_, c.record_limit);
+  }
+  // (2) Tracked slots above the limit move below it.
+  while (budget > 0 && c.top > c.slot_limit) {
+    --budget;
+    const uint32_t s = --c.top;
+    if (At(s).list() == ArcList::kNone) continue;
+    const uint32_t to = CompactTakeSlot();
+    Relocate(s, to);
+  }
+  if (c.top > c.slot_limit) return false;
+  high_water_ = std::min(high_water_, c.slot_limit);
+  // (3) Records above the limit move below it.
+  while (budget > 0 && c.scan < high_water_) {
+    --budget;
+    Slot& slot = At(c.scan++);
+    if (!IsResident(slot.list()) || slot.word < c.record_limit) continue;
+    const uint32_t r = CompactTakeRecord();
+    Record(r) = Record(slot.word);
+    slot.word = r;
+  }
+  if (c.scan < high_water_) return false;
+  c.on = false;
+  return true;
+}
 
 }  // namespace furrballs
 

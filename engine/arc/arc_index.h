@@ -46,7 +46,8 @@
 // this table (arc_bench.cc keeps the unordered_map variant for re-measuring).
 //
 // Growth (when ARC's capacity grows, issue 13): an incremental rehash into a
-// bigger table, Redis's dict rehash on open addressing. The bigger table is
+// bigger table (or, for a shrink, into a smaller one that still holds every
+// entry: nothing below depends on which is bigger), Redis's dict rehash on open addressing. The bigger table is
 // allocated by the caller with no lock held (Create); BeginGrow installs it
 // in O(1) and keeps the old one; MigrateSome moves a bounded number of
 // entries (and visits at most 8 buckets per move) from the old table to the
@@ -230,6 +231,16 @@ class ArcIndex {
       at = table_.Next(at);
     }
     EraseAt(table_, at, high_of);
+  }
+
+  // The entry of `from` (whose fingerprint's high half is `high`) now
+  // names slot `to`: the flat lists' compaction before a shrink moves a
+  // tracked key to another arena slot (arc_flat_list.h, "Shrinking").
+  // REQUIRES: the entry is present, !growing().
+  void Renumber(uint32_t high, uint32_t from, uint32_t to) {
+    const size_t at = FindBucket(table_, high, from);
+    Bucket& b = table_.at(at);
+    b = Bucket::Of(b.tag, to, b.distance());
   }
 
   // Starts growing into `bigger` (from Create, made with no lock held), in
