@@ -163,7 +163,7 @@ struct ConcurrentArcStats {
   uint64_t ghost_hits = 0;         // ... of which the key was in B1 or B2
   uint64_t updates = 0;            // Sets of a resident key
   uint64_t evictions = 0;          // by Set (REPLACE or the Case IV drop)
-  uint64_t forced_evictions = 0;   // by ForceEvictOne
+  uint64_t forced_evictions = 0;   // by ForceEvictOne and a shrink's trim
   uint64_t erases = 0;             // Erase of a resident key
   uint64_t abandoned = 0;          // writes that returned kAbandonedSet
   uint64_t shrinks = 0;            // Shrinks installed
@@ -332,7 +332,11 @@ class ConcurrentARC {
   ForcedEviction<Value> ForceEvictOne() {
     SpinLockHolder hold(lock_);
     DrainLocked();
-    return ForceEvictLocked();
+    ForcedEviction<Value> out = ForceEvictLocked();
+    // Counted here, not in ForceEvictLocked: a shrink's trim that meets a
+    // busy slot returns nothing to a caller and tries again next step.
+    if (out.err == Error::kAbandonedSet) Bump(counters_.abandoned);
+    return out;
   }
 
   // Appends to *out up to `max` resident keys in the order ForceEvictOne
@@ -636,7 +640,6 @@ class ConcurrentARC {
     out.key = policy_.lists().key(victim.slot);
     FindAndEraseResult<Value> r = table_.FindAndEraseByHash(out.key);
     if (r.err == Error::kAbandonedSet) {
-      Bump(counters_.abandoned);
       out.err = r.err;
       return out;
     }
