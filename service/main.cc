@@ -48,7 +48,7 @@ ABSL_FLAG(uint64_t, memory_mb, 256,
 ABSL_FLAG(uint64_t, expected_item_bytes,
           furrballs::FurrBallOptions{}.expected_entry_bytes,
           "Key + value size the starting key table is planned for: as many "
-          "key slots as fit with their metadata (~106 B each) when items are "
+          "key slots as fit with their metadata (~90 B each) when items are "
           "this large, the rest for values. A starting point, not a limit: "
           "smaller items make the table grow (paid with value pages, up to "
           "what the budget holds at the smallest item), larger ones fill the "

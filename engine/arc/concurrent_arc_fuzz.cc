@@ -119,8 +119,8 @@ class Runner {
       Check(it->second == v, "evicted with another value", op_);
       model_.erase(it);
       if (want != nullptr) {
-        Check(h == want->evicted_key, "evicted another key than the reference",
-              op_);
+        Check(h == ArcTableKey(want->evicted_fingerprint),
+              "evicted another key than the reference", op_);
         Check(arc_->Where(h) == want->evicted_to,
               "the victim went to another list than the reference's", op_);
       }
