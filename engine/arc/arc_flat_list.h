@@ -318,9 +318,10 @@ class ArcFlatLists {
     return total + index_.memory_bytes();
   }
 
-  // Tracks `key`'s fingerprint at the MRU end of `l`. Returns its slot, or kArcNil if the arena is exhausted or
-  // `l` is resident and c keys already are (ARC's bounds make either a
-  // caller bug). REQUIRES: `key` is untracked; l != kNone.
+  // Tracks `key`'s fingerprint at the MRU end of `l`. Returns its slot, or
+  // kArcNil if the arena is exhausted or `l` is resident and c keys already
+  // are (ARC's bounds make either a caller bug). REQUIRES: `key` is
+  // untracked; l != kNone.
   template <typename Mode = ArcMayGrow>
   uint32_t PushFront(ArcList l, const HashPair& key, Mode mode = {}) {
     if (IsResident(l) && resident() == capacity_) return kArcNil;
