@@ -80,6 +80,8 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -390,9 +392,16 @@ class ArcIndex {
       const size_t at = FindBucket(old_, high, slot);
       if (at != kNoBucket) return {&old_, at};
     }
-    size_t at = table_.Home(high);
-    while (table_.at(at).empty() || table_.at(at).slot() != slot) {
-      at = table_.Next(at);
+    const size_t at = FindBucket(table_, high, slot);
+    if (at == kNoBucket) {
+      // A slot ARC does not track, or an entry past an empty bucket of its
+      // cluster: the lists and the index disagree. Stop here, loudly,
+      // rather than walk the table forever under ARC's lock.
+      std::fprintf(stderr,
+                   "ArcIndex: slot %u (fingerprint high half %08x) has no "
+                   "bucket\n",
+                   slot, high);
+      std::abort();
     }
     return {&table_, at};
   }

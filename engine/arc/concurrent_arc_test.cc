@@ -194,6 +194,33 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<1>(info.param));
     });
 
+// ARC names a key by its H2, as the table does (ConcurrentARC, "Keys ARC
+// names"): a second key with the same H2 is the same key to both, so a Set
+// of it overwrites, and the lists and the table keep agreeing through the
+// evictions that follow. (With per-resident HashPair records ARC counted
+// the twin as a second key the table did not have: "CMap holds 1 keys,
+// T1+T2 2".)
+TEST(ConcurrentArcTest, TwoKeysWithOneH2AreOneKeyInArcAndTable) {
+  int evicted = 0;
+  Arc::Options o;
+  o.capacity = 4;
+  o.on_evict = [&](const HashPair&, const uint64_t&) { ++evicted; };
+  auto arc = *Arc::Create(o);
+  const HashPair a{1, 0xfeedface12345678ULL};
+  const HashPair twin{2, a.h2};
+  ASSERT_EQ(arc->Set(a, 1).err, Error::kOk);
+  ASSERT_EQ(arc->Set(twin, 2).err, Error::kOk);
+  EXPECT_EQ(arc->size(), 1u);
+  EXPECT_EQ(arc->CheckInvariants(), "");
+  for (uint64_t id = 10; id < 40; ++id) {
+    ASSERT_EQ(arc->Set(TraceKey(id), id).err, Error::kOk) << id;
+    ASSERT_EQ(arc->CheckInvariants(), "") << id;
+    ASSERT_LE(arc->size(), 4u);
+  }
+  EXPECT_EQ(arc->size(), 4u);
+  EXPECT_EQ(evicted, 31 - 4);
+}
+
 TEST(ConcurrentArcTest, CreateRejectsZeroCapacity) {
   Arc::Options options;
   options.capacity = 0;
