@@ -29,6 +29,7 @@
 #include "service/request_stats.h"
 #include "engine/common/hash_pair.h"
 #include "engine/common/hash_secret_file.h"
+#include "service/eager_binding.h"
 #include "service/malloc_settings.h"
 #include "service/server.h"
 #include "service/startup_pages.h"
@@ -663,5 +664,7 @@ int Main(int argc, char** argv) {
 }  // namespace furrballs::service
 
 int main(int argc, char** argv) {
+  // First, before any thread exists: this may replace the process image.
+  furrballs::service::ReexecWithEagerBinding(argv);
   return furrballs::service::Main(argc, argv);
 }

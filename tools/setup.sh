@@ -13,6 +13,9 @@ log="$root/.setup.log"
 packages=(
   # Build: Bazel from Debian, with the offline rule repositories it needs.
   bazel-bootstrap bazel-bootstrap-source g++ python3
+  # llvm-bolt-15: lays the server's functions out after the link
+  # (tools/bolt/bolt.bzl).
+  bolt-15
   # Libraries. Their -dev packages hold the static archives that the
   # binaries link (third_party/BUILD); those of snappy, lz4, zstd, bzip2,
   # zlib, re2, c-ares and gRPC's C core come as their dependencies.

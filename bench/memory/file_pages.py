@@ -112,10 +112,11 @@ def sections(path):
     return sorted(out)
 
 
-def symbols(path):
-    """Sorted (address, size, demangled name) of the file's code symbols."""
-    text = subprocess.run(["nm", "-C", "-S", "--defined-only", path], capture_output=True,
-                          text=True, check=True).stdout
+def symbols(path, demangle=True):
+    """Sorted (address, size, name) of the file's code symbols, names
+    demangled unless demangle is False."""
+    text = subprocess.run(["nm"] + (["-C"] if demangle else []) + ["-S", "--defined-only", path],
+                          capture_output=True, text=True, check=True).stdout
     out = []
     for line in text.splitlines():
         parts = line.split(" ", 3)
@@ -192,9 +193,17 @@ def main():
         if size >= 16 << 10 or sec_pages.get(name):
             print("| %s | %d | %d |" % (name, size >> 10, sec_pages.get(name, 0) * 4))
 
-    text = [s for s in secs if s[2] == ".text"][0]
-    code_pages = [a for a in pages if text[0] <= a < text[0] + text[1]]
+    # The code: .text and, in a binary laid out by the linker script,
+    # .text.serving; in one laid out by BOLT, .text and .text.cold (its
+    # .bolt.org.text and the .text.serving inside it are the code as linked,
+    # not counted: nothing runs there but what BOLT could not move).
+    bolted = any(s[2] == ".bolt.org.text" for s in secs)
+    code_names = (".text", ".text.cold") if bolted else (".text", ".text.serving")
+    code = [s for s in secs if s[2] in code_names]
+    code_bytes = sum(size for _, size, _ in code)
+    code_pages = [a for a in pages if any(b <= a < b + size for b, size, _ in code)]
     blocks = sorted({a // BLOCK for a in code_pages})
+    code_blocks = len({a // BLOCK for b, size, _ in code for a in range(b, b + size, PAGE)})
     syms = symbols(exe)
     sym_starts = [s[0] for s in syms]
     by_origin, by_sym = {}, {}
@@ -212,13 +221,13 @@ def main():
             i += 1
     text_origin = {}
     for s, size, name in syms:
-        if text[0] <= s < text[0] + text[1]:
+        if any(b <= s < b + n for b, n, _ in code):
             o = origin(name)
             text_origin[o] = text_origin.get(o, 0) + size
     print("\nthe executable's code: %.2f MiB present of %.2f MiB; %d of %d 64 KiB blocks"
           " have a page present (%.1f present pages per such block)"
-          % (len(code_pages) * PAGE / MIB, text[1] / MIB, len(blocks),
-             (text[1] + BLOCK - 1) // BLOCK, len(code_pages) / max(len(blocks), 1)))
+          % (len(code_pages) * PAGE / MIB, code_bytes / MIB, len(blocks), code_blocks,
+             len(code_pages) / max(len(blocks), 1)))
     print("| origin (by symbol name) | code linked, MiB | present, MiB |")
     print("| --- | --- | --- |")
     for o, b in sorted(text_origin.items(), key=lambda kv: -kv[1]):

@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "bench", "peers"))
 
 import report  # noqa: E402  (bench/memory, this script's directory)
-from servers import (Progress, Servers, load_average, machine_basics, rss_bytes,  # noqa: E402
+from servers import (Progress, Servers, binary_identity, load_average, machine_basics, rss_bytes,  # noqa: E402
                      tool_version)
 
 # The client each system is driven with: Furrballs' MultiSet/MultiGet is its
@@ -257,6 +257,8 @@ def main():
     facts = machine_basics(ROOT)
     facts["redis_server"] = tool_version(["redis-server", "--version"])
     facts["memcached"] = tool_version(["memcached", "-V"])
+    facts["furrballs_server"] = binary_identity(
+        os.path.join(args.bin_dir, "service", "furrballs_server"))
     config = {k: v for k, v in vars(args).items()
               if k not in ("bin_dir", "out_dir", "report_only", "command")}
     raw = {"mode": mode, "config": config, "facts": facts, "fills": [], "idle": []}

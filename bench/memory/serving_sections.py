@@ -11,7 +11,9 @@ archive member's .text, a template's COMDAT section, their .rodata) into
 hold little else.
 
 How it finds them: for each of --runs (a client backend and a value size) it
-starts the server from --bin_dir with serving_pages_shim.so preloaded (every
+starts service/furrballs_server_linked (the server as ld wrote it, before
+BOLT lays its code out again by function: bench/memory/serving_order.py)
+from --bin_dir with serving_pages_shim.so preloaded (every
 page of the executable in a mapping of its own, so fault-around maps nothing
 that was not touched), fills it with the fill test's driver (a read-back and
 cache-aside reads included), scrapes its /metrics once, reads which pages of
@@ -20,19 +22,20 @@ start-up pages before serving), and maps their union to input sections with
 the link map of the same binary.
 
   bazel build -c opt //bench/memory:fill_bench //bench/memory:serving_pages_shim.so
-  bazel build -c opt --linkopt=-Wl,-Map=/tmp/server.map //service:furrballs_server
+  bazel build -c opt --linkopt=-Wl,-Map=/tmp/server.map //service:furrballs_server_linked
   bench/memory/serving_sections.py --bin_dir=$(bazel info -c opt bazel-bin) \\
       --link_map=/tmp/server.map
 
 Rerun it when a dependency upgrade or a change of the request path moves
-code: a pattern that no longer matches anything is ignored by the linker,
-and //service:furrballs_server_link_test fails when .text.serving shrinks
-below its floor.
+code: a pattern that no longer matches anything is ignored by the linker.
+Then rerun bench/memory/serving_order.py, whose list is made from the
+linked binary.
 """
 
 import argparse
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -46,6 +49,8 @@ from servers import Servers, free_port  # noqa: E402
 from where_rss import metrics  # noqa: E402
 
 OUTPUTS = (".text", ".rodata")
+# The fills the probes run (fill_bench's backend:value bytes); serving_order.py's too.
+FILLS = "furrballs_multi:64,furrballs_multi:1024,furrballs:1024,furrballs_batched:1024"
 MAP_OUTPUT = re.compile(r"^(\.\S+)(\s+0x[0-9a-f]+\s+0x[0-9a-f]+)?\s*$")
 MAP_INPUT = re.compile(r"^ (\.\S+)?\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S.*)$")
 
@@ -55,10 +60,9 @@ def parse_args():
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--bin_dir", required=True, help="Bazel's bazel-bin (-c opt)")
     p.add_argument("--link_map", required=True,
-                   help="the -Wl,-Map output of the server in --bin_dir")
-    p.add_argument("--runs",
-                   default="furrballs_multi:64,furrballs_multi:1024,furrballs:1024,"
-                   "furrballs_batched:1024",
+                   help="the -Wl,-Map output of service/furrballs_server_linked in --bin_dir "
+                   "(the server as the linker wrote it, before BOLT)")
+    p.add_argument("--runs", default=FILLS,
                    help="fills, each BACKEND:VALUE_BYTES (fill_bench's --backend: MultiSet "
                    "and MultiGet, unary calls, the Batch stream)")
     p.add_argument("--budget_mb", type=int, default=64, help="--memory_mb of the server")
@@ -106,11 +110,18 @@ def pattern(section, path):
     return None
 
 
-def touched_pages(args):
+def touched_pages(args, server):
+    """Pages of `server` that serving touched: --runs fills, each on a fresh
+    server started from a copy of --bin_dir whose furrballs_server is `server`,
+    with serving_pages_shim.so preloaded."""
     shim = os.path.join(args.bin_dir, "bench", "memory", "serving_pages_shim.so")
-    out_dir = tempfile.mkdtemp(prefix="serving_sections-")
+    out_dir = tempfile.mkdtemp(prefix="serving_pages-")
     os.makedirs(os.path.join(out_dir, "logs"))
-    servers = Servers(args.bin_dir, out_dir)
+    probe_bin = os.path.join(out_dir, "bin")
+    os.makedirs(os.path.join(probe_bin, "service"))
+    # A link: the shim finds the executable by its resolved name.
+    os.symlink(os.path.abspath(server), os.path.join(probe_bin, "service", "furrballs_server"))
+    servers = Servers(probe_bin, out_dir)
     servers.stop_on_signals()
     pages = set()
     for run in args.runs.split(","):
@@ -121,6 +132,13 @@ def touched_pages(args):
             address, pid = servers.start("furrballs", args.budget_mb,
                                          "%s-%d" % (backend, value_bytes),
                                          ["--metrics_address=127.0.0.1:%d" % mport])
+            # A client that connects and closes without a word (the
+            # harnesses' port check, a TCP health check): its error path.
+            # The harness's own check came before the start-up drop, and
+            # whether gRPC handled it before or after the drop depends on
+            # how long the drop took.
+            host, port = address.rsplit(":", 1)
+            socket.create_connection((host, int(port))).close()
             subprocess.run(
                 [os.path.join(args.bin_dir, "bench", "memory", "fill_bench"),
                  "--backend=" + backend, "--address=" + address, "--pid=%d" % pid,
@@ -141,7 +159,7 @@ def touched_pages(args):
 
 def main():
     args = parse_args()
-    pages = touched_pages(args)
+    pages = touched_pages(args, os.path.join(args.bin_dir, "service", "furrballs_server_linked"))
     chosen = {o: [] for o in OUTPUTS}
     sizes = {o: 0 for o in OUTPUTS}
     seen = set()

@@ -28,8 +28,8 @@ import subprocess
 import sys
 import time
 
-from servers import (Progress, Servers, cpu_seconds, deb_version, load_average,
-                     machine_basics, rss_bytes, tool_version)
+from servers import (Progress, Servers, binary_identity, cpu_seconds, deb_version,
+                     load_average, machine_basics, rss_bytes, tool_version)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 YCSB_DIR = os.path.join(ROOT, "bench", "ycsb")
@@ -911,6 +911,8 @@ def main():
     steps = 2 * len(cfg["values"]) + 1 + len(SYSTEMS) + 1 + 1
     progress = Progress("peers", steps, os.path.join(out_dir, "logs", "progress.log"))
     facts = machine_facts()
+    facts["furrballs_server"] = binary_identity(
+        os.path.join(args.bin_dir, "service", "furrballs_server"))
     load_start = load_average()
     with open(os.path.join(out_dir, "facts.json"), "w") as f:
         json.dump({"facts": facts, "config": cfg, "mode": mode}, f, indent=1)

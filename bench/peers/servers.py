@@ -7,8 +7,10 @@ their progress lines, VmRSS of a pid, load average, machine facts, tool and
 package versions.
 """
 
+import hashlib
 import os
 import platform
+import shutil
 import signal
 import socket
 import subprocess
@@ -120,6 +122,49 @@ def deb_version(package):
     return out.stdout.strip() or "not installed"
 
 
+def evict_from_page_cache(path):
+    """Drops a server binary's pages from the page cache before it starts.
+
+    What the kernel maps around a fault (fault-around) depends on which of
+    the file's pages are cached and in what folios: a binary Bazel just wrote
+    (llvm-bolt's large writes) showed 2.6 MiB more code pages after the same
+    fill than the same bytes read back from disk (docs/memory_bench.md, "The
+    server's code, laid out by function"). Evicted, every server starts as
+    after a reboot or from a fresh container image, whichever build or copy
+    it is. Pages that a running process maps stay (and so do shared
+    libraries'); fsync first, because dirty pages are not dropped."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def binary_identity(path):
+    """What names one build of a binary: its content hash, size and mtime.
+
+    The checkout's commit (machine_basics) says what the sources were when
+    the run started, not which build ran: results compare binaries copied
+    aside from other commits and worktrees. This tells them apart."""
+    try:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        st = os.stat(path)
+    except OSError as e:
+        return "unreadable (%s)" % e.strerror
+    built = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(st.st_mtime))
+    return "%s: sha256 %s, %d bytes, built %s" % (
+        os.path.realpath(path), digest.hexdigest()[:16], st.st_size, built)
+
+
 def machine_basics(root):
     """Host, CPU, memory, OS and the commit of the checkout at `root`."""
     model = "?"
@@ -196,6 +241,7 @@ class Servers:
             raise ValueError(system)
         log.write("$ %s\n" % " ".join(argv))
         log.flush()
+        evict_from_page_cache(shutil.which(argv[0]) or argv[0])
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
         self.procs[system] = proc

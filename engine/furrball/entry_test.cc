@@ -151,6 +151,33 @@ TEST(EntryTest, WriteThenReadRoundTripsEveryLength) {
   }
 }
 
+// Every range of a payload, aligned or not, copies exactly its bytes and
+// writes nothing outside [dst, dst + n).
+// Every (from, n) of payloads of several lengths (a last word holding 0 to
+// 7 bytes), each entry flush against the end of a heap block of exactly its
+// footprint and each destination exactly n bytes, so that under ASAN a read
+// past the entry's last word or a write past n fails the test.
+TEST(EntryTest, CopyPayloadRangeCopiesEveryRangeExactly) {
+  const std::string key = Pattern(13, 'K');
+  for (size_t value_size = 27; value_size <= 35; ++value_size) {
+    const std::string value = Pattern(value_size, 'v');
+    const size_t footprint =
+        EntryFootprint(PayloadSize(key.size(), value.size()));
+    std::unique_ptr<uint64_t[]> block(new uint64_t[footprint / 8]());
+    uint8_t* entry = reinterpret_cast<uint8_t*>(block.get());
+    WriteKeyedEntry(entry, key, value, footprint);
+    const std::string payload = key + value;
+    for (size_t from = 0; from <= payload.size(); ++from) {
+      for (size_t n = 0; from + n <= payload.size(); ++n) {
+        std::unique_ptr<char[]> out(new char[n == 0 ? 1 : n]);
+        CopyPayloadRange(entry, from, n, out.get());
+        ASSERT_EQ(std::string(out.get(), n), payload.substr(from, n))
+            << "value " << value_size << " from " << from << " n " << n;
+      }
+    }
+  }
+}
+
 // KeyMeta keeps no size or capacity: a reader takes them from the header
 // its (possibly stale) KeyMeta points at, so a header that cannot be an
 // entry's there must be refused before anything is copied.

@@ -3,9 +3,12 @@
 // why, with or without the spill tier, in either dispatch mode.
 //
 // Usage: startup_test <furrballs_server>
+#include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -232,6 +235,42 @@ TEST(StartupTest, ASmallBudgetThatFitsStartsWithSpill) {
   std::string output;
   ASSERT_TRUE(server.Start(0, &output)) << output;
   EXPECT_TRUE(server.Stop());
+}
+
+// The environment a running server has (/proc/PID/environ), one entry per
+// element.
+std::vector<std::string> EnvironmentOf(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
+  std::vector<std::string> entries;
+  std::string entry;
+  while (std::getline(in, entry, '\0')) entries.push_back(entry);
+  return entries;
+}
+
+bool Has(const std::vector<std::string>& entries, const std::string& entry) {
+  return std::find(entries.begin(), entries.end(), entry) != entries.end();
+}
+
+// The server binds its libraries at start-up (service/eager_binding.h): the
+// process serving (the same pid the test started) runs with LD_BIND_NOW=1,
+// and a server started with LD_BIND_NOW already set keeps the user's value.
+TEST(StartupTest, ServesWithLibrariesBoundAtStartUp) {
+  ASSERT_EQ(unsetenv("LD_BIND_NOW"), 0);
+  ServerProcess server(server_binary, Flags(TestDir(), {"--memory_mb=16"}));
+  std::string output;
+  ASSERT_TRUE(server.Start(0, &output)) << output;
+  EXPECT_TRUE(Has(EnvironmentOf(server.pid()), "LD_BIND_NOW=1"))
+      << absl::StrJoin(EnvironmentOf(server.pid()), " ");
+  EXPECT_TRUE(server.Stop());
+
+  ASSERT_EQ(setenv("LD_BIND_NOW", "", 1), 0);
+  ServerProcess chosen(server_binary, Flags(TestDir(), {"--memory_mb=16"}));
+  ASSERT_TRUE(chosen.Start(0, &output)) << output;
+  const std::vector<std::string> env = EnvironmentOf(chosen.pid());
+  EXPECT_TRUE(Has(env, "LD_BIND_NOW=")) << absl::StrJoin(env, " ");
+  EXPECT_FALSE(Has(env, "LD_BIND_NOW=1"));
+  EXPECT_TRUE(chosen.Stop());
+  ASSERT_EQ(unsetenv("LD_BIND_NOW"), 0);
 }
 
 // A second server on the data directory of a running one: refused with the
