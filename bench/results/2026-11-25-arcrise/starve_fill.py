@@ -38,8 +38,12 @@ def main():
     p.add_argument("--bin_dir", required=True)
     p.add_argument("--out", required=True, help="directory for this fill's files")
     p.add_argument("--starve", action="store_true")
+    p.add_argument("--load", type=int, default=0,
+                   help="busy loops beside the server, on any CPU (no pinning)")
     p.add_argument("--threshold_mb", type=float, default=78.0)
     p.add_argument("--gdb", action="store_true")
+    p.add_argument("--heaptrack", action="store_true",
+                   help="attach heaptrack before the fill (its file in --out)")
     p.add_argument("--server_flags", default="")
     p.add_argument("--value_bytes", type=int, default=64)
     args = p.parse_args()
@@ -67,6 +71,15 @@ def main():
         for _ in range(2):
             busy.append(subprocess.Popen(["taskset", "-c", "0", "sh", "-c",
                                           "while :; do :; done"]))
+    tracker = None
+    if args.heaptrack:
+        tracker = subprocess.Popen(["heaptrack", "-p", str(server.pid), "-o",
+                                    os.path.join(os.path.abspath(args.out), "heaptrack")],
+                                   stdout=open(os.path.join(args.out, "heaptrack.log"), "w"),
+                                   stderr=subprocess.STDOUT)
+        time.sleep(8)  # gdb injects the tracker
+    for _ in range(args.load):
+        busy.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
     samples = []
     trigger = {"done": False}
     stop = threading.Event()
@@ -75,6 +88,13 @@ def main():
         shutil.copy("/proc/%d/smaps" % server.pid, os.path.join(args.out, "smaps-at-rise"))
         with open(os.path.join(args.out, "status-at-rise"), "w") as f:
             f.write("rss_kib %d at %.3f s\n" % (rss, time.time() - t0))
+        with open(os.path.join(args.out, "threads-at-rise"), "w") as f:
+            for tid in sorted(os.listdir("/proc/%d/task" % server.pid), key=int):
+                try:
+                    with open("/proc/%d/task/%s/stat" % (server.pid, tid)) as st:
+                        f.write(st.read())
+                except OSError:
+                    pass
         if args.gdb:
             with open(os.path.join(args.out, "gdb-at-rise.txt"), "w") as f:
                 subprocess.run(["gdb", "-p", str(server.pid), "-batch", "-nx",
@@ -117,6 +137,8 @@ def main():
     cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     server.terminate()
     server.wait()
+    if tracker:
+        tracker.wait()
     shutil.rmtree(work, ignore_errors=True)
     with open(os.path.join(args.out, "rss.tsv"), "w") as f:
         f.write("t_s\trss_kib\trss_anon_kib\n")
