@@ -44,6 +44,10 @@ def main():
     p.add_argument("--gdb", action="store_true")
     p.add_argument("--heaptrack", action="store_true",
                    help="attach heaptrack before the fill (its file in --out)")
+    p.add_argument("--perf", action="store_true",
+                   help="perf-record the server's mprotect/mmap/brk calls (how malloc "
+                   "grows an arena, maps a new one, or the brk heap) with call stacks; "
+                   "perf.data kept only when the RSS passed --threshold_mb")
     p.add_argument("--server_flags", default="")
     p.add_argument("--value_bytes", type=int, default=64)
     args = p.parse_args()
@@ -78,6 +82,14 @@ def main():
                                    stdout=open(os.path.join(args.out, "heaptrack.log"), "w"),
                                    stderr=subprocess.STDOUT)
         time.sleep(8)  # gdb injects the tracker
+    perf = None
+    if args.perf:
+        perf = subprocess.Popen(["perf", "record", "-q", "-e", "syscalls:sys_enter_mprotect",
+                                 "-e", "syscalls:sys_enter_mmap", "-e", "syscalls:sys_enter_brk",
+                                 "--call-graph", "dwarf,16384", "-p", str(server.pid),
+                                 "-o", os.path.join(args.out, "perf.data")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)
     for _ in range(args.load):
         busy.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
     samples = []
@@ -108,7 +120,11 @@ def main():
             rss, anon = rss_kib(server.pid)
             if rss is None:
                 break
-            samples.append((time.time() - t0, rss, anon))
+            try:
+                threads = len(os.listdir("/proc/%d/task" % server.pid))
+            except OSError:
+                threads = 0
+            samples.append((time.time() - t0, rss, anon, threads))
             if rss > args.threshold_mb * 1024 and not trigger["done"]:
                 trigger["done"] = True
                 capture(rss)
@@ -132,6 +148,22 @@ def main():
     for b in busy:
         b.kill()
         b.wait()
+    shutil.copy("/proc/%d/smaps" % server.pid, os.path.join(args.out, "smaps-at-end"))
+    perf_events = None
+    if perf:
+        perf.send_signal(2)
+        perf.wait()
+        script = subprocess.run(["perf", "script", "-F", "event", "-i",
+                                 os.path.join(args.out, "perf.data")],
+                                capture_output=True, text=True).stdout
+        perf_events = len(script.splitlines())
+        if not trigger["done"]:
+            os.remove(os.path.join(args.out, "perf.data"))
+    if args.gdb:
+        with open(os.path.join(args.out, "malloc-info-at-end.txt"), "w") as f:
+            subprocess.run(["gdb", "-p", str(server.pid), "-batch", "-nx",
+                            "-ex", "call (int)malloc_info(0, stderr)"],
+                           stdout=f, stderr=subprocess.STDOUT)
     with open("/proc/%d/stat" % server.pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -141,23 +173,24 @@ def main():
         tracker.wait()
     shutil.rmtree(work, ignore_errors=True)
     with open(os.path.join(args.out, "rss.tsv"), "w") as f:
-        f.write("t_s\trss_kib\trss_anon_kib\n")
-        for t, r, a in samples:
-            f.write("%.3f\t%d\t%d\n" % (t, r, a or 0))
+        f.write("t_s\trss_kib\trss_anon_kib\tthreads\n")
+        for t, r, a, n in samples:
+            f.write("%.3f\t%d\t%d\t%d\n" % (t, r, a or 0, n))
     res = {}
     if rc == 0:
         with open(out_json) as f:
             res = json.load(f)
-    max_rss = max(r for _, r, _ in samples) / 1024
+    max_rss = max(x[1] for x in samples) / 1024
     end_rss = samples[-1][1] / 1024
     keys = res.get("after_fill", {}).get("resident")
     summary = {"max_rss_mib": round(max_rss, 1), "end_rss_mib": round(end_rss, 1),
                "fill_rc": rc, "server_cpu_s": cpu_s, "risen": trigger["done"],
-               "resident": keys, "after_fill": res.get("after_fill")}
+               "resident": keys, "perf_events": perf_events, "after_fill": res.get("after_fill")}
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    print("max %.1f MiB end %.1f MiB risen %s cpu %.1f s keys %s" % (
-        max_rss, end_rss, trigger["done"], cpu_s, keys))
+    print("max %.1f MiB end %.1f MiB risen %s cpu %.1f s keys %s perf %s threads %d-%d" % (
+        max_rss, end_rss, trigger["done"], cpu_s, keys, perf_events, min(x[3] for x in samples),
+        max(x[3] for x in samples)))
 
 
 if __name__ == "__main__":
