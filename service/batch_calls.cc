@@ -281,6 +281,8 @@ void ServeMultiSetInPlace(
 //
 // Lifetime: the reactor lives until OnDone; `rpc_` (the call's state, the
 // request's slices, the response) until it is answered through Answer. The
+// request's bytes stay counted in the gate until OnDone, with the call's
+// own state (RequestByteGate::kCallStateBytes). The
 // gate calls Admitted once, from the thread that made room, possibly while
 // the handler that queued it is still returning.
 class MultiSetReactor final
@@ -318,9 +320,10 @@ class MultiSetReactor final
   }
 
   void OnReadDone(bool ok) override {
-    const size_t bytes = ok ? request_.Length() : 0;
-    svc_->in_flight_bytes().Settle(reserved_, bytes, ok);
-    rpc_->set_in_flight_bytes(bytes);
+    // Held until OnDone, not until the answer: the message and the call's
+    // own state (RequestByteGate::kCallStateBytes, why there).
+    held_ = ok ? request_.Length() + RequestByteGate::kCallStateBytes : 0;
+    svc_->in_flight_bytes().Settle(reserved_, held_, ok);
     if (!ok) {
       // The call ended (cancelled, past its deadline, or a message over
       // --max_message_bytes, which gRPC itself answers) or the client
@@ -358,7 +361,10 @@ class MultiSetReactor final
     }
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    svc_->in_flight_bytes().Release(held_);
+    delete this;
+  }
 
  private:
   static constexpr RequestOp kOp = RequestOp::kMultiSet;
@@ -372,6 +378,7 @@ class MultiSetReactor final
   // Deleted when the call is answered (RawUnaryReply::Reply).
   RawUnaryCall<MultiSetInPlace, v1::MultiSetResponse>* const rpc_;
   size_t reserved_ = 0;
+  size_t held_ = 0;  // in the gate from the read until OnDone
 };
 
 }  // namespace
