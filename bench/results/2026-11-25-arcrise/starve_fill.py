@@ -93,7 +93,7 @@ def main():
     for _ in range(args.load):
         busy.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
     samples = []
-    trigger = {"done": False}
+    trigger = {"done": False, "last": 0, "n": 0}
     stop = threading.Event()
 
     def capture(rss):
@@ -127,7 +127,13 @@ def main():
             samples.append((time.time() - t0, rss, anon, threads))
             if rss > args.threshold_mb * 1024 and not trigger["done"]:
                 trigger["done"] = True
+                trigger["last"] = rss
                 capture(rss)
+            elif trigger["done"] and rss > trigger["last"] + 4096 and trigger["n"] < 8:
+                # Higher still: the smaps again (which mapping grew on).
+                trigger["last"], trigger["n"] = rss, trigger["n"] + 1
+                shutil.copy("/proc/%d/smaps" % server.pid,
+                            os.path.join(args.out, "smaps-at-%d-kib" % rss))
             time.sleep(0.02)
 
     t0 = time.time()
@@ -157,6 +163,10 @@ def main():
                                  os.path.join(args.out, "perf.data")],
                                 capture_output=True, text=True).stdout
         perf_events = len(script.splitlines())
+        with open(os.path.join(args.out, "heap-growth.txt"), "w") as f:
+            subprocess.run([sys.executable, os.path.join(os.path.dirname(
+                os.path.abspath(__file__)), "perf_growth.py"),
+                os.path.join(args.out, "perf.data")], stdout=f, stderr=subprocess.DEVNULL)
         if not trigger["done"]:
             os.remove(os.path.join(args.out, "perf.data"))
     if args.gdb:
