@@ -200,6 +200,11 @@ void AddEngine(std::vector<MetricFamily>& out,
   AddPerNode<N>(out, "furrballs_key_table_growths_total",
                 "Growths of the node's key table completed.", kCounter, s,
                 nodes, nullptr, {{nullptr, &N::key_table_growths}});
+  AddPerNode<N>(out, "furrballs_key_table_shrinks_total",
+                "Shrinks of the node's key table completed (its entries "
+                "became larger; the memory went back to the value pages).",
+                kCounter, s, nodes, nullptr,
+                {{nullptr, &N::key_table_shrinks}});
   AddPerNode<N>(out, "furrballs_staging_used_bytes",
                 "Bytes used in the staging page (the SET overflow).", kGauge, s,
                 nodes, nullptr, {{nullptr, &N::staging_used_bytes}});

@@ -48,6 +48,7 @@ std::vector<NodeStatsSnapshot> FourNodes() {
     s.pages_retired = 3;
     s.key_table_capacity = 5000 + n;
     s.key_table_growths = 2;
+    s.key_table_shrinks = 1;
     s.staging_used_bytes = 512;
     s.in_place_sets = 4;
     s.staging_sets = 5;
@@ -178,6 +179,7 @@ TEST_F(StatsCollectorTest, EngineFamiliesHaveASeriesPerNodeAndLabel) {
     EXPECT_EQ(Value("furrballs_pages", {{"node", node}, {"tier", "retired"}}), 3);
     EXPECT_EQ(Value("furrballs_key_table_capacity", {{"node", node}}), 5000 + n);
     EXPECT_EQ(Value("furrballs_key_table_growths_total", {{"node", node}}), 2);
+    EXPECT_EQ(Value("furrballs_key_table_shrinks_total", {{"node", node}}), 1);
     EXPECT_EQ(Value("furrballs_staging_used_bytes", {{"node", node}}), 512);
     EXPECT_EQ(Value("furrballs_in_place_sets_total", {{"node", node}}), 4);
     EXPECT_EQ(Value("furrballs_staging_sets_total", {{"node", node}}), 5);

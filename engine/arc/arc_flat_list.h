@@ -60,8 +60,9 @@
 // pushing takes a slot, removing frees it, and moving a key between lists
 // (T1 -> T2, T1 -> B1, B1 -> T2, ...) relinks the same slot.
 //
-// Growth: c may grow (never shrink) while keys are tracked, without
-// allocating or freeing under the caller's lock and without a long hold:
+// Growth: c may grow (and shrink: "Shrinking" below) while keys are
+// tracked, without allocating or freeing under the caller's lock and
+// without a long hold:
 //
 //   AllocateGrowth(c')  no lock: a new arena of 2c' slots and an index for
 //                       2c' keys.
@@ -89,6 +90,41 @@
 // operation forever after, the copy costs nothing once the growth ends
 // (docs/arc.md). Its price is the old arena mapped until the end of the
 // growth (GrowthPeakBytes).
+//
+// Shrinking (issue 13: the key table gives its memory back when the values
+// grow). A smaller c' reuses the growth's copy, which needs every tracked
+// slot below 2c' (the copy keeps slot numbers). The caller (ArcPolicy)
+// first trims the lists to c''s bounds (at most c' resident, 2c' tracked),
+// then:
+//
+//   BeginCompact(c')  under the lock, O(1): the free slot chain is set
+//                     aside (`old_free_slot`); from now on a freed slot
+//                     below 2c' goes on a new chain, one above is dropped
+//                     (tagged kNone, never reused).
+//   CompactStep(n)    under the lock, bounded: (1) moves up to 16n entries of
+//                     the set-aside chain to the new one (those below the
+//                     limit) or drops them; (2) once it is empty, takes new
+//                     slots only from the new chain or the high-water mark
+//                     below 2c' and walks down from the high-water mark to
+//                     2c', moving each tracked slot it meets into a free one
+//                     below (relinking its neighbours, renumbering its index
+//                     entry). True when all is done: the caller then
+//                     installs a growth to c' (AllocateShrink, BeginGrow),
+//                     whose copy and release run as for any growth.
+//
+// A moved slot keeps its name: its word (the fingerprint's high half) goes
+// with it and its index bucket, which holds the low half and stays where it
+// is, is renumbered to the new slot, so fingerprint() walks from the same
+// home to the same bucket. Nothing else names a slot by number (there are
+// no key records: "Keys are fingerprints").
+//
+// A free slot below the limit exists for every push and every move: the
+// bounds leave at most 2c' tracked slots, so while one lies above 2c' (the
+// move), or fewer than 2c' are tracked (a push), one below is free; once the
+// set-aside chain is empty, every free slot below the high-water mark and
+// the limit is on the new chain. The tests of slot allocation against
+// compaction run only in ArcMayGrow mode, which growing() selects while
+// compacting.
 //
 // Why one shared arena of 2c, not one arena of 2c per list as in the report:
 // ARC bounds the sum, |T1| + |T2| + |B1| + |B2| <= 2c, not each list (any
@@ -210,6 +246,7 @@ class ArcFlatLists {
         arena_copied_(other.arena_copied_),
         arena_pending_(other.arena_pending_),
         arena_handed_out_(other.arena_handed_out_),
+        compact_(other.compact_),
         old_capacity_(other.old_capacity_),
         capacity_(other.capacity_),
         free_head_(other.free_head_),
@@ -326,7 +363,10 @@ class ArcFlatLists {
   uint32_t PushFront(ArcList l, const HashPair& key, Mode mode = {}) {
     if (IsResident(l) && resident() == capacity_) return kArcNil;
     uint32_t s = free_head_;
-    if (s != kArcNil) {
+    if (Mode::value && ABSL_PREDICT_FALSE(compact_.on)) {
+      s = CompactTakeSlot();
+      if (s == kArcNil) return kArcNil;
+    } else if (s != kArcNil) {
       free_head_ = At(s, mode).next;
     } else if (high_water_ < slot_count()) {
       s = high_water_++;
@@ -358,6 +398,10 @@ class ArcFlatLists {
         [this, mode](uint32_t s) { return HighOfSlot(s, mode); }, mode);
     Slot& s = At(slot, mode);
     s.Set(ArcList::kNone, kArcNil);
+    if (Mode::value && ABSL_PREDICT_FALSE(compact_.on) &&
+        slot >= compact_.slot_limit) {
+      return;  // above the shrink's arena: dropped, never reused
+    }
     s.next = free_head_;
     free_head_ = slot;
   }
@@ -418,8 +462,39 @@ class ArcFlatLists {
   // larger madvise calls.
   static constexpr size_t kReleaseBatchBytes = 64 << 10;
 
-  // From BeginGrow until TakeRetired has taken the old generation.
-  bool growing() const { return old_arena_ != nullptr; }
+  // From BeginGrow until TakeRetired has taken the old generation, and
+  // while compacting for a shrink (so that WithGrowthMode picks ArcMayGrow).
+  bool growing() const { return old_arena_ != nullptr || compact_.on; }
+
+  // ---- Shrinking (see the file comment) ----
+
+  // Allocates the arena and index of capacity `new_capacity` for
+  // a shrink (installed by BeginGrow once CompactStep is done). Takes no
+  // lock, as AllocateGrowth. InvalidArgument unless 0 < new_capacity < c.
+  absl::StatusOr<Growth> AllocateShrink(uint32_t new_capacity) const {
+    if (new_capacity == 0 || new_capacity >= capacity_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ArcFlatLists: cannot shrink from capacity ", capacity_, " to ",
+          new_capacity));
+    }
+    return Allocate(new_capacity, alloc_);
+  }
+
+  // Starts compacting toward capacity `new_capacity`. O(1). REQUIRES:
+  // !growing(); at most new_capacity keys resident and 2 * new_capacity
+  // tracked, now and after every later operation (ArcPolicy's trim and
+  // its bounds for the smaller c).
+  void BeginCompact(uint32_t new_capacity) {
+    compact_ = Compaction{};
+    compact_.on = true;
+    compact_.slot_limit = 2 * new_capacity;
+    compact_.old_free_slot = std::exchange(free_head_, kArcNil);
+  }
+  // Bounded work toward the compaction (about 16 * max_moves slots
+  // visited). True when every tracked slot lies below 2c'; compacting() is
+  // then false.
+  bool CompactStep(size_t max_moves);
+  bool compacting() const { return compact_.on; }
 
   // Once GrowStep returned true: hands the old index table and arena to
   // *out (free them after the lock) and ends the growth. No-op otherwise.
@@ -582,6 +657,57 @@ class ArcFlatLists {
     --h.size;
   }
 
+  // A compaction before a shrink (BeginCompact): the chain set aside, the
+  // limit, and where step (2)'s walk is.
+  struct Compaction {
+    bool on = false;
+    bool chains_done = false;  // step (1) over: no slot above the limit is
+                               // handed out any more
+    uint32_t slot_limit = 0;   // 2c'
+    uint32_t old_free_slot = kArcNil;
+    uint32_t top = 0;  // step (2): slots [limit, top) may still be tracked
+  };
+
+  // A free slot during compaction: the new chain, the set-aside one, then
+  // the high-water mark (below the limit once the chains are done).
+  uint32_t CompactTakeSlot() {
+    uint32_t s = free_head_;
+    if (s != kArcNil) {
+      free_head_ = At(s).next;
+      return s;
+    }
+    s = compact_.old_free_slot;
+    if (s != kArcNil) {
+      compact_.old_free_slot = At(s).next;
+      return s;
+    }
+    const uint32_t end =
+        compact_.chains_done ? std::min(compact_.slot_limit, slot_count())
+                             : slot_count();
+    return high_water_ < end ? high_water_++ : kArcNil;
+  }
+  // Moves tracked slot `from` to free slot `to`: its neighbours, its list's
+  // ends and its index entry follow.
+  void Relocate(uint32_t from, uint32_t to) {
+    Slot& f = At(from);
+    const uint32_t high = HighOfSlot(from);
+    const ArcList l = f.list();
+    const uint32_t prev = f.prev(), next = f.next;
+    At(to) = f;
+    if (prev != kArcNil) {
+      At(prev).next = to;
+    } else {
+      head(l).first = to;
+    }
+    if (next != kArcNil) {
+      At(next).SetPrev(to);
+    } else {
+      head(l).last = to;
+    }
+    index_.Renumber(high, from, to);
+    f.Set(ArcList::kNone, kArcNil);
+  }
+
   Slot* arena_;  // 2c slots
   // While growing: the previous arena (c = old_capacity_), of which the
   // slots [copied, copied + pending) are not copied yet.
@@ -590,6 +716,7 @@ class ArcFlatLists {
   uint32_t arena_pending_ = 0;
   // Bytes of the old arena handed out for release (TakeCopied).
   size_t arena_handed_out_ = 0;
+  Compaction compact_;  // before a shrink (BeginCompact)
   uint32_t old_capacity_ = 0;
   uint32_t capacity_;
   uint32_t free_head_;   // removed slots, chained through `next`
@@ -598,6 +725,43 @@ class ArcFlatLists {
   Index index_;
   RawAllocator alloc_;
 };
+
+template <typename Index>
+bool ArcFlatLists<Index>::CompactStep(size_t max_moves) {
+  if (!compact_.on) return true;
+  Compaction& c = compact_;
+  size_t budget = 16 * max_moves;
+  // (1) The set-aside chain: keep what lies below the limit.
+  while (budget > 0 && c.old_free_slot != kArcNil) {
+    --budget;
+    const uint32_t s = c.old_free_slot;
+    c.old_free_slot = At(s).next;
+    if (s < c.slot_limit) {
+      At(s).next = free_head_;
+      free_head_ = s;
+    }
+  }
+  if (c.old_free_slot != kArcNil) return false;
+  if (!c.chains_done) {
+    // From here on nothing above the limit is handed out: the high-water
+    // mark beyond it stops, and what is tracked above it is what step (2)
+    // moves.
+    c.chains_done = true;
+    c.top = high_water_;
+  }
+  // (2) Tracked slots above the limit move below it.
+  while (budget > 0 && c.top > c.slot_limit) {
+    --budget;
+    const uint32_t s = --c.top;
+    if (At(s).list() == ArcList::kNone) continue;
+    const uint32_t to = CompactTakeSlot();
+    Relocate(s, to);
+  }
+  if (c.top > c.slot_limit) return false;
+  high_water_ = std::min(high_water_, c.slot_limit);
+  c.on = false;
+  return true;
+}
 
 }  // namespace furrballs
 

@@ -484,5 +484,92 @@ TEST(ArcFlatListsTest, GrowthPeakIsBothGenerations) {
   EXPECT_EQ(retired.bytes(), ArcFlatLists<>::BytesFor(1000));
 }
 
+// A compaction before a shrink moves the slots above 2c' below it without
+// key records: a moved slot must stay named by its fingerprint (the word's
+// high half moves with it, its index bucket keeps the low half and is
+// renumbered), in clusters of keys sharing a high half, while keys leave
+// and arrive between steps at the tightest bounds (exactly c' resident and
+// 2c' tracked); and the smaller arena installed after it keeps every key.
+TEST(ArcFlatListsTest, CompactionKeepsEveryFingerprint) {
+  constexpr uint32_t kC = 64, kSmall = 16;
+  constexpr std::array<uint32_t, 3> kHighs = {0xffffffffu, 0x12345678u,
+                                              0x9abcdef0u};
+  ArcFlatLists<> lists = Make(kC);
+  std::map<ArcList, std::vector<uint64_t>> model;  // MRU first
+  uint64_t next_low = 1;
+  auto push = [&](ArcList l) {
+    const uint64_t h2 = uint64_t{kHighs[next_low % kHighs.size()]} << 32 |
+                        next_low;
+    ++next_low;
+    const uint32_t s = lists.PushFront(l, HashPair{0, h2});
+    model[l].insert(model[l].begin(), h2);
+    return s;
+  };
+  auto remove = [&](ArcList l, uint64_t h2) {
+    lists.Remove(lists.Find(HashPair{0, h2}));
+    auto& v = model[l];
+    v.erase(std::find(v.begin(), v.end(), h2));
+  };
+  auto check = [&](const char* when) {
+    for (ArcList l : kLists) {
+      ASSERT_EQ(Contents(lists, l), model[l]) << when;
+      for (uint64_t h2 : model[l]) {
+        ASSERT_EQ(lists.Where(HashPair{0, h2}), l) << when;
+      }
+    }
+  };
+  // Ghosts in slots 0-63, residents in 64-127; every fourth slot kept, so
+  // 16 residents and 16 ghosts remain, most of them above 2c' = 32.
+  for (uint32_t i = 0; i < 2 * kC; ++i) {
+    const ArcList l =
+        i < kC ? (i % 2 ? ArcList::kB2 : ArcList::kB1)
+               : (i % 2 ? ArcList::kT2 : ArcList::kT1);
+    ASSERT_EQ(push(l), i);
+  }
+  for (ArcList l : kLists) {
+    const std::vector<uint64_t> keys = model[l];
+    for (uint64_t h2 : keys) {
+      if (lists.Find(HashPair{0, h2}) % 4 != 3) remove(l, h2);
+    }
+  }
+  ASSERT_EQ(lists.resident(), kSmall);
+  ASSERT_EQ(lists.tracked(), 2 * kSmall);
+  check("before");
+  lists.BeginCompact(kSmall);
+  int steps = 0;
+  while (!lists.CompactStep(1)) {
+    ++steps;
+    ASSERT_NO_FATAL_FAILURE(check("compacting"));
+    // A ghost leaves and another arrives (the LRU end of B1), and a
+    // resident likewise: the pushes need a free slot at the bounds.
+    for (ArcList l : {ArcList::kB1, ArcList::kT1}) {
+      if (model[l].empty()) continue;
+      remove(l, model[l].back());
+      ASSERT_NE(push(l), kArcNil);
+    }
+  }
+  EXPECT_GT(steps, 2);
+  EXPECT_FALSE(lists.compacting());
+  check("compacted");
+  for (ArcList l : kLists) {
+    for (uint64_t h2 : model[l]) {
+      ASSERT_LT(lists.Find(HashPair{0, h2}), 2 * kSmall);
+    }
+  }
+  absl::StatusOr<ArcFlatLists<>::Growth> g = lists.AllocateShrink(kSmall);
+  ASSERT_TRUE(g.ok());
+  lists.BeginGrow(*std::move(g));
+  while (!lists.GrowStep(1)) {
+  }
+  RetiredMemory retired;
+  lists.TakeRetired(&retired);
+  retired.Release();
+  EXPECT_FALSE(lists.growing());
+  EXPECT_EQ(lists.memory_bytes(), ArcFlatLists<>::BytesFor(kSmall));
+  check("shrunk");
+  EXPECT_EQ(lists.PushFront(ArcList::kB2, HashPair{0, 1}), kArcNil)
+      << "the smaller arena is full";
+}
+
 }  // namespace
 }  // namespace furrballs

@@ -48,7 +48,9 @@
 // this table (arc_bench.cc keeps the unordered_map variant for re-measuring).
 //
 // Growth (when ARC's capacity grows, issue 13): an incremental rehash into a
-// bigger table, Redis's dict rehash on open addressing. The bigger table is
+// bigger table (or, for a shrink, into a smaller one that still holds every
+// entry: nothing below depends on which is bigger), Redis's dict rehash on
+// open addressing. The bigger table is
 // allocated by the caller with no lock held (Create); BeginGrow installs it
 // in O(1) and keeps the old one; MigrateSome moves a bounded number of
 // entries (and visits at most 8 buckets per move) from the old table to the
@@ -103,8 +105,8 @@ inline constexpr uint32_t kArcNil = UINT32_MAX;
 enum class ArcMatch : uint8_t { kNo, kFingerprint, kKey };
 
 // Whether an operation may run while a growth is under way (ArcMayGrow:
-// the index probes both tables, the flat lists test each slot and record
-// access for the old generation) or not (ArcNotGrowing, REQUIRES
+// the index probes both tables, the flat lists test each slot access for
+// the old generation) or not (ArcNotGrowing, REQUIRES
 // !growing(): none of those tests). The flat lists' callers choose once per
 // ARC operation (ArcFlatLists::WithGrowthMode).
 using ArcMayGrow = std::true_type;
@@ -234,6 +236,16 @@ class ArcIndex {
   uint32_t TagOfSlot(uint32_t high, uint32_t slot, Mode mode = {}) const {
     const auto [t, at] = Locate(high, slot, mode);
     return t->at(at).tag;
+  }
+
+  // The entry of `from` (whose fingerprint's high half is `high`) now
+  // names slot `to`: the flat lists' compaction before a shrink moves a
+  // tracked key to another arena slot (arc_flat_list.h, "Shrinking").
+  // REQUIRES: the entry is present, !growing().
+  void Renumber(uint32_t high, uint32_t from, uint32_t to) {
+    const size_t at = FindBucket(table_, high, from);
+    Bucket& b = table_.at(at);
+    b = Bucket::Of(b.tag, to, b.distance());
   }
 
   // Starts growing into `bigger` (from Create, made with no lock held), in

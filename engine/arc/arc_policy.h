@@ -47,7 +47,7 @@
 // The bounds |T1| + |T2| <= c, |T1| + |B1| <= c and |T1| + |T2| + |B1| +
 // |B2| <= 2c hold after every operation, including Forget and ForceEvict.
 //
-// c may grow (BeginGrow; never shrink). The lists and p are kept as they
+// c may grow (BeginGrow). The lists and p are kept as they
 // are, which satisfies the bounds for any larger c, and from then on the
 // algorithm above runs with the new c: between two changes of c it is
 // exactly the ARC above. Right after a growth the cache is not full while
@@ -56,6 +56,20 @@
 // lets the bigger cache fill: misses and ghost hits are admitted without
 // evicting until c keys are resident. reference_arc.h's Grow does the same,
 // and the equivalence tests check traces with growths at chosen points.
+//
+// c may also shrink (issue 13: the key table gives its memory back when the
+// values grow). BeginShrink lowers c and clamps p to it at once; the caller
+// then evicts residents in REPLACE order (PlanForceEvict, to B1/B2) until
+// at most c are resident, and TrimGhosts drops the LRU of B1 while |T1| +
+// |B1| > c, then the LRU of B2 (of B1 if B2 is empty) while the total
+// exceeds 2c. From then on the bounds hold for the smaller c and the
+// algorithm above runs with it: a shrink is ARC with a smaller c from then
+// on, starting from the most recent part of its state. Misses that come
+// while the trim is under way (a bounded number of steps) meet a full cache
+// and evict as many keys as they admit, so they never add to what is left
+// to trim: Case IV A with |T1| >= c drops the LRU of T1, every other case
+// REPLACEs. reference_arc.h's Shrink does the same trim at once, and the
+// equivalence tests compare traces with shrinks at chosen points.
 //
 // Each miss is split in three steps so that ConcurrentARC can interleave the
 // CMap operations that must succeed before the lists change (report §3.18):
@@ -297,6 +311,41 @@ class BasicArcPolicy {
     return lists_.GrowStep(max_moves, released);
   }
   bool growing() const { return lists_.growing(); }
+
+  // ---- Shrinking of c (see the file comment; arc_flat_list.h has the
+  // compaction) ----
+
+  // Allocates what capacity `new_capacity` needs, taking no lock.
+  // REQUIRES: !growing(), resizes serialized by the caller.
+  absl::StatusOr<Growth> AllocateShrink(uint32_t new_capacity) const {
+    return lists_.AllocateShrink(new_capacity);
+  }
+  // c becomes `new_capacity`, p at most c. O(1). REQUIRES: !growing(),
+  // new_capacity < c.
+  void BeginShrink(uint32_t new_capacity) {
+    capacity_ = new_capacity;
+    p_ = std::min<uint64_t>(p_, capacity_);
+  }
+  // Drops up to `max` ghosts beyond c's bounds (LRU of B1 while |T1| + |B1|
+  // > c, then the LRU of B2, or of B1 if B2 is empty, while the total
+  // exceeds 2c). True when the lists are within c's bounds.
+  // REQUIRES: at most c resident.
+  bool TrimGhosts(size_t max) {
+    const auto t1 = [this] { return lists_.size(ArcList::kT1); };
+    for (; max > 0 && t1() + lists_.size(ArcList::kB1) > capacity_; --max) {
+      lists_.Remove(lists_.lru(ArcList::kB1));
+    }
+    for (; max > 0 && lists_.tracked() > uint64_t{2} * capacity_; --max) {
+      lists_.Remove(lists_.lru(lists_.size(ArcList::kB2) > 0 ? ArcList::kB2
+                                                             : ArcList::kB1));
+    }
+    return t1() + lists_.size(ArcList::kB1) <= capacity_ &&
+           lists_.tracked() <= uint64_t{2} * capacity_;
+  }
+  // The lists' compaction (ArcFlatLists::BeginCompact, CompactStep) for the
+  // c set by BeginShrink. REQUIRES: TrimGhosts returned true.
+  void BeginCompact() { lists_.BeginCompact(capacity_); }
+  bool CompactStep(size_t max_moves) { return lists_.CompactStep(max_moves); }
   // After GrowStep returned true: the old memory, to free after the lock.
   void TakeRetired(RetiredMemory* out) { lists_.TakeRetired(out); }
 

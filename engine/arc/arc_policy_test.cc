@@ -292,7 +292,7 @@ TEST(ArcPolicyTest, RandomGrowthsMatchTheReference) {
 }
 
 // A growth allocates with no lock needed and then nothing more: the new
-// arena, records and index; its retired memory is exactly the old ones;
+// arena and index; its retired memory is exactly the old ones;
 // nothing is allocated or freed by the steps.
 TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
   struct Counts {

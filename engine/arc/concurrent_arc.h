@@ -6,7 +6,7 @@
 // Thread safety: thread-safe. Find and UpdateInPlace are lock-free (CMap's
 // seqlock read or write plus one PromoteBuf enqueue); Set, Erase,
 // ForceEvictOne, ColdestKeys, GrowStep and the diagnostics take the
-// SpinLock, Grow takes it only to install what it allocated.
+// SpinLock, Grow and Shrink take it only to install what they allocated.
 // Callbacks run under the SpinLock and must not call back into the same
 // ConcurrentARC.
 //
@@ -71,6 +71,24 @@
 // rehashes the key it stored beside the value. on_promote is given the
 // caller's own HashPair.
 //
+// Shrinking (issue 13: the key table gives its memory back when the values
+// grow). Shrink(c') allocates the smaller table and ARC state with no lock
+// held and, under the SpinLock in O(1), lowers ARC's c to c' (arc_policy.h);
+// the same steps as a growth's (GrowStep, and every Set) then, a bounded
+// amount each:
+//   1. trim: evict residents in REPLACE order down to c' (each erased from
+//      the table and passed to on_evict, counted as a forced eviction, as
+//      ForceEvictOne's), then drop ghosts beyond c''s bounds;
+//   2. compact: the table starts migrating into the smaller one
+//      (ResizableCMap::BeginShrink: it holds at most c' keys now), and ARC's
+//      tracked slots move below 2c' (ArcFlatLists::CompactStep);
+//   3. copy: the smaller ARC state is installed as a growth's is, and both
+//      migrations finish, releasing the old memory, as a growth's do.
+// ARC across a shrink: from the Shrink on, it is ARC with c' (a Set during
+// the trim meets a full cache: it evicts as many keys as it admits). Driven
+// to the end of the shrink before the next access, it is exactly
+// reference_arc.h's Shrink followed by ARC with c' (the equivalence tests).
+//
 // Erase, ForceEvictOne, the callbacks and the counters are documented at
 // their declarations below; docs/arc.md has the whole design.
 #ifndef FURRBALLS_ENGINE_ARC_CONCURRENT_ARC_H_
@@ -81,6 +99,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -160,6 +179,7 @@ struct ConcurrentArcStats {
   uint64_t forced_evictions = 0;   // by ForceEvictOne
   uint64_t erases = 0;             // Erase of a resident key
   uint64_t abandoned = 0;          // writes that returned kAbandonedSet
+  uint64_t shrinks = 0;            // Shrinks installed
 };
 
 // What ForceEvictOne removed.
@@ -324,28 +344,7 @@ class ConcurrentARC {
   ForcedEviction<Value> ForceEvictOne() {
     SpinLockHolder hold(lock_);
     DrainLocked();
-    ForcedEviction<Value> out;
-    const ArcVictim victim = policy_.PlanForceEvict();
-    if (victim.slot == kArcNil) {
-      out.err = Error::kKeyNotFound;
-      return out;
-    }
-    out.key = ArcTableKey(policy_.lists().fingerprint(victim.slot));
-    FindAndEraseResult<Value> r = table_.FindAndEraseByHash(out.key);
-    if (r.err == Error::kAbandonedSet) {
-      Bump(counters_.abandoned);
-      out.err = r.err;
-      return out;
-    }
-    policy_.CommitForceEvict(victim);  // on kKeyNotFound too, as in Set
-    if (r.err != Error::kOk) {
-      out.err = r.err;
-      return out;
-    }
-    Bump(counters_.forced_evictions);
-    if (options_.on_evict) options_.on_evict(out.key, *r.value);
-    out.value = std::move(r.value);
-    return out;
+    return ForceEvictLocked();
   }
 
   // Appends to *out up to `max` resident keys in the order ForceEvictOne
@@ -405,6 +404,7 @@ class ConcurrentARC {
     s.forced_evictions = Read(counters_.forced_evictions);
     s.erases = Read(counters_.erases);
     s.abandoned = Read(counters_.abandoned);
+    s.shrinks = Read(counters_.shrinks);
     return s;
   }
 
@@ -433,7 +433,24 @@ class ConcurrentARC {
     return status;
   }
 
-  // From Grow until the growth is complete.
+  // Shrinks c to `new_capacity` (see the file comment): allocates the
+  // smaller table and ARC state with no lock held, then lowers c under the
+  // SpinLock in O(1); residents beyond it are evicted, and keys and ARC's
+  // state move, afterwards (GrowStep, and every Set), and growing() is true
+  // until the old memory is released. InvalidArgument if a growth or shrink
+  // is under way or `new_capacity` is 0 or not smaller than capacity();
+  // ResourceExhausted if an allocation fails. Nothing changes on an error.
+  absl::Status Shrink(uint32_t new_capacity) {
+    if (growing_.exchange(true, std::memory_order_acquire)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ConcurrentARC: already resizing (to capacity ", capacity(), ")"));
+    }
+    absl::Status status = ShrinkClaimed(new_capacity);
+    if (!status.ok()) growing_.store(false, std::memory_order_release);
+    return status;
+  }
+
+  // From Grow (or Shrink) until it is complete.
   bool growing() const { return growing_.load(std::memory_order_acquire); }
 
   // Moves up to `max_moves` keys of the old table and as many ARC index
@@ -527,7 +544,8 @@ class ConcurrentARC {
   struct alignas(kCacheLineSize) Counters {
     std::atomic<uint64_t> hits_applied{0}, promotions{0}, promotions_stale{0},
         promotions_dropped{0}, inserts{0}, ghost_hits{0}, updates{0},
-        evictions{0}, forced_evictions{0}, erases{0}, abandoned{0};
+        evictions{0}, forced_evictions{0}, erases{0}, abandoned{0},
+        shrinks{0};
   };
 
   ConcurrentARC(const Options& options, ArcPolicy policy)
@@ -595,18 +613,14 @@ class ConcurrentARC {
           new_capacity, " (must be larger, at most ",
           ArcFlatLists<>::kMaxCapacity, ")"));
     }
-    std::unique_ptr<CMap<Value>> table = ResizableCMap<Value>::AllocateTable(
-        new_capacity, options_.allocator, options_.hasher);
-    if (table->status() != Error::kOk) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "ConcurrentARC: cannot allocate a CMap for ", new_capacity,
-          " entries: ", std::string(ErrorName(table->status()))));
-    }
+    absl::StatusOr<std::unique_ptr<CMap<Value>>> table =
+        AllocateTable(new_capacity);
+    if (!table.ok()) return table.status();
     absl::StatusOr<ArcPolicy::Growth> growth =
         policy_.AllocateGrowth(new_capacity);
     if (!growth.ok()) return growth.status();
     SpinLockHolder hold(lock_);
-    const Error err = table_.BeginGrow(std::move(table));
+    const Error err = table_.BeginGrow(*std::move(table));
     if (err != Error::kOk) {
       // The checks above rule this out; nothing was installed.
       return absl::InternalError(absl::StrCat(
@@ -621,13 +635,116 @@ class ConcurrentARC {
     return absl::OkStatus();
   }
 
-  // One bounded step of both migrations; true when this step completed the
-  // growth (its retired ARC memory is then in *retired; the GrowthTail
-  // releases it after the lock and then gives growing_ back). REQUIRES: a
-  // growth is installed.
+  // ForceEvictOne's eviction (also a shrink's trim), after the drain.
+  ForcedEviction<Value> ForceEvictLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    ForcedEviction<Value> out;
+    const ArcVictim victim = policy_.PlanForceEvict();
+    if (victim.slot == kArcNil) {
+      out.err = Error::kKeyNotFound;
+      return out;
+    }
+    out.key = ArcTableKey(policy_.lists().fingerprint(victim.slot));
+    FindAndEraseResult<Value> r = table_.FindAndEraseByHash(out.key);
+    if (r.err == Error::kAbandonedSet) {
+      Bump(counters_.abandoned);
+      out.err = r.err;
+      return out;
+    }
+    policy_.CommitForceEvict(victim);  // on kKeyNotFound too, as in Set
+    if (r.err != Error::kOk) {
+      out.err = r.err;
+      return out;
+    }
+    Bump(counters_.forced_evictions);
+    if (options_.on_evict) options_.on_evict(out.key, *r.value);
+    out.value = std::move(r.value);
+    return out;
+  }
+
+  // A table of `capacity` keys for a growth or shrink, allocated with no
+  // lock held.
+  absl::StatusOr<std::unique_ptr<CMap<Value>>> AllocateTable(
+      uint32_t capacity) const {
+    std::unique_ptr<CMap<Value>> table = ResizableCMap<Value>::AllocateTable(
+        capacity, options_.allocator, options_.hasher);
+    if (table->status() != Error::kOk) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ConcurrentARC: cannot allocate a CMap for ", capacity,
+          " entries: ", std::string(ErrorName(table->status()))));
+    }
+    return table;
+  }
+
+  // The Shrink of the claimant of growing_ (as GrowClaimed).
+  absl::Status ShrinkClaimed(uint32_t new_capacity)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (new_capacity == 0 || new_capacity >= capacity()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ConcurrentARC: cannot shrink from capacity ", capacity(), " to ",
+          new_capacity, " (must be smaller, above 0)"));
+    }
+    absl::StatusOr<std::unique_ptr<CMap<Value>>> table =
+        AllocateTable(new_capacity);
+    if (!table.ok()) return table.status();
+    absl::StatusOr<ArcPolicy::Growth> arc_state =
+        policy_.AllocateShrink(new_capacity);
+    if (!arc_state.ok()) return arc_state.status();
+    SpinLockHolder hold(lock_);
+    shrink_table_ = *std::move(table);
+    shrink_arc_state_.emplace(*std::move(arc_state));
+    policy_.BeginShrink(new_capacity);
+    shrink_phase_ = ShrinkPhase::kTrim;
+    growth_installed_ = true;
+    capacity_.store(new_capacity, std::memory_order_relaxed);
+    Bump(counters_.shrinks);
+    return absl::OkStatus();
+  }
+
+  // A shrink's steps 1 and 2 (file comment), bounded by `max_moves`
+  // evictions, ghosts, keys moved and ~16 * max_moves ARC slots; true once
+  // the smaller ARC state is installed (step 3, the growth's migration,
+  // goes on from there).
+  bool ShrinkPrepareLocked(size_t max_moves)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
+    if (shrink_phase_ == ShrinkPhase::kTrim) {
+      DrainLocked();  // evict in the order the reads since left it
+      for (size_t n = 0;
+           n < max_moves && policy_.resident() > policy_.capacity(); ++n) {
+        if (ForceEvictLocked().err != Error::kOk) return false;  // busy
+      }
+      if (policy_.resident() > policy_.capacity() ||
+          !policy_.TrimGhosts(max_moves)) {
+        return false;
+      }
+      // The table holds exactly the residents, at most c' of them.
+      if (table_.BeginShrink(std::move(shrink_table_)) != Error::kOk) {
+        std::abort();  // ruled out by the trim and the lock discipline
+      }
+      policy_.BeginCompact();
+      shrink_phase_ = ShrinkPhase::kCompact;
+    }
+    table_.MigrateSome(max_moves);
+    if (!policy_.CompactStep(max_moves)) return false;
+    policy_.BeginGrow(*std::move(shrink_arc_state_));
+    shrink_arc_state_.reset();
+    shrink_phase_ = ShrinkPhase::kNone;
+    policy_memory_bytes_.store(policy_.memory_bytes(),
+                               std::memory_order_relaxed);
+    return true;
+  }
+
+  // One bounded step of both migrations (after a shrink's steps 1 and 2);
+  // true when this step completed the growth (its retired ARC memory is
+  // then in *retired; the GrowthTail releases it after the lock and then
+  // gives growing_ back). REQUIRES: a growth or shrink is installed.
   bool GrowStepLocked(size_t max_moves, GrowthTail* tail)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock_) {
     tail->stepped = true;
+    if (shrink_phase_ != ShrinkPhase::kNone &&
+        !ShrinkPrepareLocked(max_moves)) {
+      return false;
+    }
     RetiredMemory* const retired = &tail->retired;
     const size_t table_left = table_.MigrateSome(max_moves);
     const bool policy_done = policy_.GrowStep(max_moves, retired);
@@ -779,6 +896,12 @@ class ConcurrentARC {
   ArcPolicy policy_ ABSL_GUARDED_BY(lock_);
   // Between the install of a growth and the step that completes it.
   bool growth_installed_ ABSL_GUARDED_BY(lock_) = false;
+  // A shrink before its ARC state is installed (ShrinkPrepareLocked), and
+  // what Shrink allocated for it.
+  enum class ShrinkPhase : uint8_t { kNone, kTrim, kCompact };
+  ShrinkPhase shrink_phase_ ABSL_GUARDED_BY(lock_) = ShrinkPhase::kNone;
+  std::unique_ptr<CMap<Value>> shrink_table_ ABSL_GUARDED_BY(lock_);
+  std::optional<ArcPolicy::Growth> shrink_arc_state_ ABSL_GUARDED_BY(lock_);
   std::atomic<size_t> policy_memory_bytes_;
   // GrowthTail: steps whose ARC pages are still being given back, and the
   // bytes given back of the old arrays, which are mapped until the growth

@@ -10,7 +10,7 @@
 //
 // Operation 7 also grows c (Grow by 1-64, up to 1,024) and steps a growth
 // (GrowStep of 1-8 moves), so every other operation also runs while the
-// table and ARC's index, arena and records are migrating; a growth is also
+// table and ARC's index and arena are migrating; a growth is also
 // a change of c for the reference ARC (ReferenceArc::Grow).
 //
 // Checked after every operation: the resident keys and values are the

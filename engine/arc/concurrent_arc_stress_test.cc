@@ -72,7 +72,30 @@ void GrowRepeatedly(ConcurrentARC<Checked>& arc, int growths, uint32_t add,
   }
 }
 
-void RunStress(bool grow) {
+// Doubles c and then shrinks it to a quarter of that, `cycles` times,
+// stepping each to its end (a node's worker), while the request threads
+// run: the shrink's trim evicts residents under their Sets, and ARC's slots
+// are compacted while they are used.
+void GrowAndShrinkRepeatedly(ConcurrentARC<Checked>& arc, int cycles,
+                             const std::atomic<bool>& go,
+                             uint64_t* completed) {
+  while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+  for (int g = 0; g < cycles; ++g) {
+    const uint32_t c = arc.capacity();
+    for (const uint32_t to : {2 * c, c / 2}) {
+      const absl::Status resized =
+          to > arc.capacity() ? arc.Grow(to) : arc.Shrink(to);
+      if (!resized.ok()) {
+        ADD_FAILURE() << resized;
+        return;
+      }
+      while (!arc.GrowStep(1)) std::this_thread::yield();
+      ++*completed;
+    }
+  }
+}
+
+void RunStress(bool grow, bool shrink = false) {
   // Touched only inside callbacks, which run under the ARC SpinLock.
   uint64_t bad_evicted_values = 0;
   uint64_t evict_calls = 0;
@@ -98,9 +121,16 @@ void RunStress(bool grow) {
   constexpr int kGrowths = 5;
   constexpr uint32_t kGrowBy = 6;
   uint64_t growths_completed = 0;
-  if (grow) {
+  if (grow && !shrink) {
     threads.emplace_back([&] {
       GrowRepeatedly(arc, kGrowths, kGrowBy, go, &growths_completed);
+    });
+  }
+  // 48 -> 96 -> 24 -> 48 -> 12 -> 24 -> 6.
+  constexpr int kShrinkCycles = 3;
+  if (shrink) {
+    threads.emplace_back([&] {
+      GrowAndShrinkRepeatedly(arc, kShrinkCycles, go, &growths_completed);
     });
   }
   for (int t = 0; t < kThreads; ++t) {
@@ -148,9 +178,15 @@ void RunStress(bool grow) {
   }
   go.store(true, std::memory_order_release);
   for (auto& th : threads) th.join();
-  if (grow) {
+  if (grow && !shrink) {
     EXPECT_EQ(growths_completed, uint64_t{kGrowths});
     EXPECT_EQ(arc.capacity(), kCapacity + kGrowths * kGrowBy);
+    EXPECT_FALSE(arc.growing());
+  }
+  if (shrink) {
+    EXPECT_EQ(growths_completed, uint64_t{2 * kShrinkCycles});
+    EXPECT_EQ(arc.capacity(), kCapacity >> kShrinkCycles);
+    EXPECT_EQ(arc.stats().shrinks, uint64_t{kShrinkCycles});
     EXPECT_FALSE(arc.growing());
   }
 
@@ -212,6 +248,11 @@ TEST(ConcurrentArcStressTest, NoTornOrForeignReadsAndInvariantsHold) {
 
 TEST(ConcurrentArcStressTest, NoTornOrForeignReadsAndInvariantsHoldWhileGrowing) {
   RunStress(/*grow=*/true);
+}
+
+TEST(ConcurrentArcStressTest,
+     NoTornOrForeignReadsAndInvariantsHoldWhileShrinking) {
+  RunStress(/*grow=*/true, /*shrink=*/true);
 }
 
 // kPinned keys are set once and never erased, and the cache never has to

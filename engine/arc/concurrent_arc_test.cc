@@ -91,7 +91,10 @@ std::string Name(ArcList l) {
 // reference ARC with the same keys, comparing every step. Returns "" or the
 // first divergence.
 // `growths` grows c to .second before op .first (finishing the previous
-// growth first); only the Sets move keys, as with no worker.
+// growth first); only the Sets move keys, as with no worker. A .second
+// below c is a shrink, which is driven to its end at once (GrowStep(1)
+// until done) and must evict the keys the reference's Shrink evicts, in
+// its order.
 std::string CompareWithReference(
     const std::vector<HashPair>& trace, uint32_t c,
     const std::vector<std::pair<size_t, uint32_t>>& growths = {}) {
@@ -106,9 +109,40 @@ std::string CompareWithReference(
     if (next_growth != growths.end() && next_growth->first == i) {
       while (!arc->GrowStep(1)) {
       }
-      const absl::Status grown = arc->Grow(next_growth->second);
-      if (!grown.ok()) return where.str() + grown.ToString();
-      ref.Grow(next_growth->second);
+      if (next_growth->second < arc->capacity()) {
+        rec.evicted.clear();
+        const absl::Status shrunk = arc->Shrink(next_growth->second);
+        if (!shrunk.ok()) return where.str() + shrunk.ToString();
+        while (!arc->GrowStep(1)) {
+        }
+        const std::vector<HashPair> want = ref.Shrink(next_growth->second);
+        if (rec.evicted.size() != want.size()) {
+          return where.str() + "shrink evicted " +
+                 std::to_string(rec.evicted.size()) + ", reference " +
+                 std::to_string(want.size());
+        }
+        // ARC hands out table keys ({h2, h2}, "Keys ARC names" in
+        // concurrent_arc.h); the reference keeps whole HashPairs.
+        for (size_t k = 0; k < want.size(); ++k) {
+          if (!(rec.evicted[k].first == ArcTableKey(want[k].h2)) ||
+              rec.evicted[k].second != ValueOf(want[k])) {
+            return where.str() + "shrink evicted another key or value";
+          }
+        }
+        const ArcShape shape = arc->Shape();
+        if (shape.t1 != ref.size(ArcList::kT1) ||
+            shape.t2 != ref.size(ArcList::kT2) ||
+            shape.b1 != ref.size(ArcList::kB1) ||
+            shape.b2 != ref.size(ArcList::kB2) || shape.p != ref.p()) {
+          return where.str() + "list sizes or p differ after the shrink";
+        }
+        const std::string bad = arc->CheckInvariants();
+        if (!bad.empty()) return where.str() + bad;
+      } else {
+        const absl::Status grown = arc->Grow(next_growth->second);
+        if (!grown.ok()) return where.str() + grown.ToString();
+        ref.Grow(next_growth->second);
+      }
       ++next_growth;
     }
     const ArcAccessResult want = ref.Access(x);
@@ -181,6 +215,23 @@ TEST_P(ConcurrentArcEquivalenceTest, FindThenSetMatchesTheReferenceAcrossGrowths
   const size_t ops = c >= 1000 ? 100000 : 20000;
   EXPECT_EQ(CompareWithReference(MakeTrace(kind, universe, ops, 9 + c), c,
                                  {{ops / 4, 2 * c}, {ops / 2, final_c}}),
+            "")
+      << TraceName(kind) << " c=" << c;
+}
+
+// Shrinks and a growth between them: from 4c + 3 to c at a quarter of the
+// trace, back up to 3c + 1 at half of it, and to c again at three quarters
+// (issue 13: the key table gives its memory back). Each shrink runs to its
+// end at once; after it, ARC runs with the smaller c.
+TEST_P(ConcurrentArcEquivalenceTest, FindThenSetMatchesTheReferenceAcrossShrinks) {
+  const auto [kind, c] = GetParam();
+  const uint32_t first_c = 4 * c + 3;
+  const uint64_t universe =
+      c >= 1000 ? 10 * uint64_t{first_c} : std::max<uint64_t>(10 * first_c, 8);
+  const size_t ops = c >= 1000 ? 100000 : 20000;
+  EXPECT_EQ(CompareWithReference(
+                MakeTrace(kind, universe, ops, 11 + c), first_c,
+                {{ops / 4, c}, {ops / 2, 3 * c + 1}, {3 * ops / 4, c}}),
             "")
       << TraceName(kind) << " c=" << c;
 }
@@ -265,7 +316,7 @@ TEST(ConcurrentArcTest, GrowRejectsWhatIsNotAGrowth) {
 }
 
 // An allocation failure during Grow, at each of its allocations (the new
-// table, then ARC's index, arena and records), changes nothing: c, the keys
+// table, then ARC's index and arena), changes nothing: c, the keys
 // and the next Grow are as before.
 TEST(ConcurrentArcTest, AFailedGrowChangesNothing) {
   FailingAllocator budget;
@@ -497,6 +548,99 @@ TEST(ConcurrentArcTest, AGrowthHoldsTheNewTableAndAQuarterOfTheOld) {
   }
 }
 #endif
+
+TEST(ConcurrentArcTest, ShrinkRejectsWhatIsNotAShrink) {
+  std::unique_ptr<Arc> arc = Make(100);
+  EXPECT_EQ(arc->Shrink(100).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(arc->Shrink(200).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(arc->Shrink(0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(arc->growing());
+  ASSERT_TRUE(arc->Grow(200).ok());
+  EXPECT_EQ(arc->Shrink(50).code(), absl::StatusCode::kInvalidArgument)
+      << "one resize at a time";
+  while (!arc->GrowStep(7)) {
+  }
+  ASSERT_TRUE(arc->Shrink(50).ok());
+  EXPECT_EQ(arc->capacity(), 50u);
+  EXPECT_EQ(arc->Grow(100).code(), absl::StatusCode::kInvalidArgument);
+  while (!arc->GrowStep(7)) {
+  }
+  EXPECT_TRUE(arc->Grow(100).ok()) << "a growth may follow a shrink";
+}
+
+// A full cache of 100,000 shrinks to 10,000 with Sets of new keys between
+// the worker's steps: the keys beyond c' leave through on_evict (as forced
+// evictions), the rest read back, ARC's bounds hold for c', the keys read
+// last are the ones kept, and the big table and ARC state are given back
+// (the RSS falls by most of their difference).
+TEST(ConcurrentArcTest, AShrinkEvictsThroughOnEvictAndGivesTheMemoryBack) {
+  constexpr uint32_t kBig = 100'000, kSmall = 10'000;
+  // Counted, not recorded: a growing record would raise the RSS measured.
+  uint64_t evict_calls = 0, bad_values = 0;
+  Arc::Options options;
+  options.capacity = kBig;
+  options.allocator = RawAllocator::Mapped();
+  options.on_evict = [&](const HashPair& h, const uint64_t& v) {
+    ++evict_calls;
+    bad_values += v != ValueOf(h);
+  };
+  absl::StatusOr<std::unique_ptr<Arc>> made = Arc::Create(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Arc& arc = **made;
+  // Twice c keys: the cache is full and ghosts fill the directory.
+  for (uint64_t i = 0; i < 2 * kBig; ++i) {
+    ASSERT_EQ(arc.Set(TraceKey(i), ValueOf(TraceKey(i))).err, Error::kOk);
+  }
+  for (uint64_t i = kBig; i < kBig + kBig / 2; ++i) arc.Find(TraceKey(i));
+  const ConcurrentArcStats before = arc.stats();
+  const uint64_t evict_calls_before = evict_calls;
+  const size_t rss_before = VmRssBytes();
+  ASSERT_TRUE(arc.Shrink(kSmall).ok());
+  EXPECT_EQ(arc.capacity(), kSmall) << "c is lowered at once";
+  uint64_t next = 2 * kBig;
+  size_t steps = 0;
+  while (!arc.GrowStep(256)) {
+    if (++steps % 4 == 0) {
+      ASSERT_EQ(arc.Set(TraceKey(next), ValueOf(TraceKey(next))).err,
+                Error::kOk);
+      ++next;
+    }
+  }
+  const size_t rss_after = VmRssBytes();
+  EXPECT_EQ(arc.CheckInvariants(), "");
+  EXPECT_EQ(arc.table_capacity(), kSmall);
+  EXPECT_EQ(arc.size(), kSmall);
+  EXPECT_EQ(arc.policy_memory_bytes(), ArcFlatLists<>::BytesFor(kSmall));
+  const ConcurrentArcStats s = arc.stats();
+  EXPECT_EQ(s.shrinks, 1u);
+  // Every key that left went through on_evict: the trim's as forced
+  // evictions, the Sets' misses as evictions.
+  EXPECT_EQ(evict_calls - evict_calls_before,
+            (s.forced_evictions - before.forced_evictions) +
+                (s.evictions - before.evictions));
+  EXPECT_EQ(bad_values, 0u);
+  EXPECT_EQ(s.inserts - s.evictions - s.forced_evictions, arc.size());
+  // The residents read back with their values.
+  size_t resident = 0;
+  for (uint64_t i = 0; i < next; ++i) {
+    const std::optional<uint64_t> v = arc.Peek(TraceKey(i));
+    if (v.has_value()) {
+      ASSERT_EQ(*v, ValueOf(TraceKey(i)));
+      ++resident;
+    }
+  }
+  EXPECT_EQ(resident, kSmall);
+  // The keys read before the shrink (T2) were kept over the others (the
+  // trim evicts in REPLACE order, T1 first while |T1| > p = 0).
+  size_t kept_read = 0;
+  for (uint64_t i = kBig; i < kBig + kBig / 2; ++i) {
+    kept_read += arc.Peek(TraceKey(i)).has_value();
+  }
+  EXPECT_GE(kept_read, kSmall - (next - 2 * kBig));
+  EXPECT_GE(rss_before - rss_after,
+            (Arc::BytesFor(kBig) - Arc::BytesFor(kSmall)) * 8 / 10)
+      << "RSS " << rss_before << " -> " << rss_after;
+}
 
 TEST(ConcurrentArcTest, BytesForIsTheTableAndArcState) {
   EXPECT_EQ(Arc::BytesFor(1000), ResizableCMap<uint64_t>::BytesFor(1000) +

@@ -18,6 +18,13 @@
 // is not full, so it could never fill to c'. So a REPLACE is skipped while the
 // cache holds fewer than c pages, which changes nothing while the invariant
 // holds (on every trace without a Grow) and lets the grown cache fill first.
+//
+// Shrink(c') is the other addition: c becomes c', p at most c'; residents
+// are evicted one at a time as a forced eviction does (the victim REPLACE
+// would pick for a request not in B2, to B1 or B2), until c' remain; then
+// the LRU of B1 is deleted while |T1| + |B1| > c', and the LRU of B2 (of B1
+// when B2 is empty) while the directory holds more than 2c'. The paper's
+// bounds then hold for c', and the paper's algorithm runs with it.
 #ifndef FURRBALLS_ENGINE_ARC_REFERENCE_ARC_H_
 #define FURRBALLS_ENGINE_ARC_REFERENCE_ARC_H_
 
@@ -92,6 +99,25 @@ class ReferenceArc {
 
   // c grows to `capacity` (see the file comment). REQUIRES: capacity >= c.
   void Grow(size_t capacity) { c_ = capacity; }
+
+  // c shrinks to `capacity` (see the file comment); returns the evicted
+  // keys, in order. REQUIRES: 0 < capacity <= c.
+  std::vector<HashPair> Shrink(size_t capacity) {
+    c_ = capacity;
+    p_ = std::min(p_, c_);
+    std::vector<HashPair> evicted;
+    while (t1_.size() + t2_.size() > c_) {
+      const bool from_t1 = !t1_.empty() && (t1_.size() > p_ || t2_.empty());
+      const HashPair victim = from_t1 ? t1_.back() : t2_.back();
+      MoveToMru(victim, from_t1 ? ArcList::kB1 : ArcList::kB2);
+      evicted.push_back(victim);
+    }
+    while (t1_.size() + b1_.size() > c_) DeleteLru(ArcList::kB1);
+    while (t1_.size() + t2_.size() + b1_.size() + b2_.size() > 2 * c_) {
+      DeleteLru(b2_.empty() ? ArcList::kB1 : ArcList::kB2);
+    }
+    return evicted;
+  }
 
   size_t p() const { return p_; }
   size_t size(ArcList l) const { return List(l).size(); }

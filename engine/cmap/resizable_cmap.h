@@ -1,10 +1,11 @@
-// engine/cmap/resizable_cmap.h: ResizableCMap, a CMap (cmap.h) that grows by
-// doubling with an incremental rehash, keeping CMap's lock-free readers and
-// lock-free in-place writers (issue 13: the key table follows the keys).
+// engine/cmap/resizable_cmap.h: ResizableCMap, a CMap (cmap.h) that grows,
+// and shrinks, with an incremental rehash, keeping CMap's lock-free readers
+// and lock-free in-place writers (issue 13: the key table follows the keys,
+// and gives its memory back when the values grow).
 //
 // Thread safety: Find, TryVisit and UpdateInPlace are lock-free and may run
-// concurrently with everything. Set, FindAndEraseByHash, BeginGrow and
-// MigrateSome REQUIRE the caller's external write lock (ConcurrentARC's
+// concurrently with everything. Set, FindAndEraseByHash, BeginGrow,
+// BeginShrink and MigrateSome REQUIRE the caller's external write lock (ConcurrentARC's
 // SpinLock), as CMap's key set does under ConcurrentARC today. AllocateTable
 // and ReleaseRetired are called WITHOUT that lock (they map and release
 // memory) and are safe against everything else; ReleaseRetired against
@@ -15,7 +16,10 @@
 // ---------------------------------------------------------------------------
 //
 // One CMap, or two while growing: the old table A and the new table B
-// (AllocateTable, BeginGrow). MigrateSome moves a bounded number of keys from
+// (AllocateTable, BeginGrow). A shrink is the same migration toward a B
+// smaller than A (BeginShrink; B must admit every key A holds): nothing
+// below depends on which of the two is bigger, except claim (e), which
+// says why B never refuses a key. "Growing" below means either. MigrateSome moves a bounded number of keys from
 // A to B per call, under the external lock, so no lock hold is long (at 64
 // keys a few microseconds); when A is empty it is retired and B is the only
 // table. ReleaseRetired then gives A's pages back; A's memory is deallocated
@@ -116,7 +120,12 @@
 //       checked as in step 4.
 //   (e) Growth never admits more than capacity() keys: while growing an
 //       insert is admitted against A's and B's live counts together, and B
-//       (bigger than A) admits every key the migrator moves into it.
+//       admits every key the migrator moves into it: |A| + |B| <= cap(B)
+//       holds at BeginGrow (B is bigger than A) and at BeginShrink (which
+//       refuses a B smaller than |A|), inserts keep it (they are admitted
+//       against the sum), erases and moves do not raise the sum; so a moved
+//       key finds |B| < |A| + |B| <= cap(B). For a shrink this is the whole
+//       difference: the migrator can never meet a full B.
 //   (f) Releasing A's slots behind the cursor hides no key (below).
 //
 // Released behind the cursor (issue 13: a growth's peak should be the new
@@ -292,7 +301,14 @@ class ResizableCMap {
   // table's status() if its construction failed. REQUIRES: the external
   // write lock.
   Error BeginGrow(std::unique_ptr<Table> bigger);
-  // Whether a growth is under way. Exact under the external write lock.
+  // Starts moving keys into `smaller`, as BeginGrow (the same migration,
+  // release and retirement follow): kInvalidArgument if already growing, if
+  // `smaller` is null, its capacity not below capacity(), or below size()
+  // (claim (e): it must admit every key there is); the table's status() if
+  // its construction failed. REQUIRES: the external write lock.
+  Error BeginShrink(std::unique_ptr<Table> smaller);
+  // Whether a growth or a shrink is under way. Exact under the external
+  // write lock.
   bool growing() const {
     return old_.load(std::memory_order_relaxed) != nullptr;
   }
@@ -362,6 +378,9 @@ class ResizableCMap {
 
   // A seqlock write of (old_, current_). REQUIRES: the external write lock.
   void Switch(Table* old, Table* current);
+  // BeginGrow and BeginShrink once their checks passed: `next` becomes the
+  // new table. REQUIRES: the external write lock.
+  void BeginMigration(std::unique_ptr<Table> next);
 
   Error status_ = Error::kOk;
 
@@ -553,8 +572,26 @@ Error ResizableCMap<Value>::BeginGrow(std::unique_ptr<Table> bigger) {
   if (!ok() || bigger->capacity() <= current_owned_->capacity()) {
     return Error::kInvalidArgument;
   }
+  BeginMigration(std::move(bigger));
+  return Error::kOk;
+}
+
+template <typename Value>
+Error ResizableCMap<Value>::BeginShrink(std::unique_ptr<Table> smaller) {
+  if (growing() || smaller == nullptr) return Error::kInvalidArgument;
+  if (!smaller->ok()) return smaller->status();
+  if (!ok() || smaller->capacity() >= current_owned_->capacity() ||
+      smaller->capacity() < current_owned_->size()) {
+    return Error::kInvalidArgument;
+  }
+  BeginMigration(std::move(smaller));
+  return Error::kOk;
+}
+
+template <typename Value>
+void ResizableCMap<Value>::BeginMigration(std::unique_ptr<Table> next) {
   old_owned_ = std::move(current_owned_);
-  current_owned_ = std::move(bigger);
+  current_owned_ = std::move(next);
   cursor_ = 0;
   clear_groups_ = 0;
   {
@@ -563,7 +600,6 @@ Error ResizableCMap<Value>::BeginGrow(std::unique_ptr<Table> bigger) {
     releasable_groups_ = 0;
   }
   Switch(old_owned_.get(), current_owned_.get());
-  return Error::kOk;
 }
 
 template <typename Value>

@@ -2,7 +2,9 @@
 // continuously while a writer (holding a std::mutex as the external lock)
 // grows the table six times, 64 -> 4096 keys (24 times over), migrating a few keys per lock
 // hold and inserting, overwriting and erasing between the steps, and an
-// updater bumps values with UpdateInPlace. The old table's pages behind the
+// updater bumps values with UpdateInPlace. The second test then shrinks it
+// twice, to room for the churn keys and then to a table just big enough
+// for its keys, in the same way. The old table's pages behind the
 // migration cursor, and retired tables, are released with madvise while the
 // readers run.
 //
@@ -66,7 +68,8 @@ struct Failures {
 
 class Stress {
  public:
-  Stress() : map_(64, RawAllocator::Mapped()) {}
+  explicit Stress(bool shrink)
+      : map_(64, RawAllocator::Mapped()), shrink_(shrink) {}
 
   void Run() {
     ASSERT_TRUE(map_.ok());
@@ -97,7 +100,12 @@ class Stress {
     EXPECT_GT(failures_.reads.load(), 0u);
     ::testing::Test::RecordProperty("reads", static_cast<int>(failures_.reads.load()));
     EXPECT_EQ(grows_, 6);
-    EXPECT_EQ(map_.capacity(), 4096u);
+    if (shrink_) {
+      EXPECT_EQ(shrinks_, 2);
+      EXPECT_LT(map_.capacity(), 4096u);
+    } else {
+      EXPECT_EQ(map_.capacity(), 4096u);
+    }
     // Quiescent: everything present with its last value.
     for (uint32_t id = 0; id < stable_.load(); ++id) {
       const std::optional<Meta> m = map_.Find(Key(id));
@@ -165,22 +173,53 @@ class Stress {
         ASSERT_EQ(map_.BeginGrow(std::move(bigger)), Error::kOk);
         ++grows_;
       }
-      for (bool more = true; more;) {
-        {
-          std::lock_guard<std::mutex> hold(lock_);
-          more = map_.MigrateSome(1 + next() % 8) > 0;
-          if (stable_.load() < kMaxStable && map_.size() + 1 < cap) {
-            InsertStable(stable_.load());
-          }
-          Churn(next() % kChurnKeys, next() % 2 == 0);
-        }
-        // The old table's pages behind the cursor, without the lock, while
-        // readers probe it.
-        if (next() % 4 == 0) map_.ReleaseRetired();
-      }
-      EXPECT_FALSE(map_.growing());
-      map_.ReleaseRetired();  // without the lock, while readers run
+      Migrate(cap, next, /*insert_stable=*/true);
     }
+    if (!shrink_) return;
+    // Shrink: to room for every churn key and 100 more (so the keys, which
+    // can grow by at most the churn keys, stay below it), then to a table
+    // with room for 16 more keys (inserts beyond it are refused,
+    // kCacheFull, while the migrator moves keys into it). Only this thread
+    // changes the key set.
+    for (size_t room : {size_t{kChurnKeys + 100}, size_t{16}}) {
+      size_t target;
+      {
+        std::lock_guard<std::mutex> hold(lock_);
+        target = map_.size() + room;
+      }
+      std::unique_ptr<Map::Table> smaller =
+          Map::AllocateTable(target, RawAllocator::Mapped());
+      {
+        std::lock_guard<std::mutex> hold(lock_);
+        ASSERT_EQ(map_.BeginShrink(std::move(smaller)), Error::kOk);
+        ++shrinks_;
+      }
+      Migrate(target, next, /*insert_stable=*/false);
+    }
+  }
+
+  // Migrates a few keys per lock hold until the growth (or shrink) to a
+  // table of `cap` keys ends, inserting (stable keys only if
+  // `insert_stable`, so that a shrink's room is left to the churn keys),
+  // overwriting and erasing between.
+  template <typename Next>
+  void Migrate(size_t cap, const Next& next, bool insert_stable) {
+    for (bool more = true; more;) {
+      {
+        std::lock_guard<std::mutex> hold(lock_);
+        more = map_.MigrateSome(1 + next() % 8) > 0;
+        if (insert_stable && stable_.load() < kMaxStable &&
+            map_.size() + 1 < cap) {
+          InsertStable(stable_.load());
+        }
+        Churn(next() % kChurnKeys, next() % 2 == 0);
+      }
+      // The old table's pages behind the cursor, without the lock, while
+      // readers probe it.
+      if (next() % 4 == 0) map_.ReleaseRetired();
+    }
+    EXPECT_FALSE(map_.growing());
+    map_.ReleaseRetired();  // without the lock, while readers run
   }
 
   void Reader() {
@@ -240,11 +279,13 @@ class Stress {
   }
 
   Map map_;
+  const bool shrink_;
   std::mutex lock_;  // the external write lock
   std::atomic<uint32_t> stable_{0};
   std::atomic<bool> done_{false};
   Failures failures_;
   int grows_ = 0;
+  int shrinks_ = 0;
   uint32_t churn_version_[kChurnKeys] = {};
   bool churn_present_[kChurnKeys] = {};
 };
@@ -253,7 +294,16 @@ class Stress {
 TEST(ResizableCMapStressTest, ReadersNeverMissWhileTheTableGrows) {
   const int rounds = 24 / kOpsDivisor;
   for (int round = 0; round < rounds && !HasFailure(); ++round) {
-    Stress stress;
+    Stress stress(/*shrink=*/false);
+    stress.Run();
+  }
+}
+
+// Each round grows a fresh map from 64 to 4096 keys and shrinks it twice.
+TEST(ResizableCMapStressTest, ReadersNeverMissWhileTheTableShrinks) {
+  const int rounds = 24 / kOpsDivisor;
+  for (int round = 0; round < rounds && !HasFailure(); ++round) {
+    Stress stress(/*shrink=*/true);
     stress.Run();
   }
 }

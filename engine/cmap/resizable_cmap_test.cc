@@ -1,5 +1,6 @@
 // Unit tests for ResizableCMap: growth from empty, full and tombstoned
-// tables, every key readable with its latest value at every step of a
+// tables, shrinks (toward a table just big enough, with admission against
+// the smaller capacity, and the big table's pages given back), every key readable with its latest value at every step of a
 // migration, Set/erase/UpdateInPlace while growing, admission across both
 // tables, refused growths, and released memory (RSS falls; a stale probe of
 // the released table misses). Single-threaded; resizable_cmap_stress_test
@@ -434,6 +435,137 @@ TEST(ResizableCMapTest, ReleaseBehindTheCursorWaitsForABatch) {
   while (m.MigrateSome(64) > 0) {
   }
   EXPECT_GT(m.ReleaseRetired(Map::BytesFor(kKeys)), 0u);
+}
+
+// ---- Shrinking ---------------------------------------------------------------
+
+// A big, sparsely used table shrinks to one just big enough for its keys:
+// every key reads its value at every step, inserts while shrinking are
+// admitted against the smaller capacity (claim (e): the migrator never
+// meets a full table), and when it ends the small table is the only one.
+TEST(ResizableCMapTest, ShrinksEveryKeyReadableAtEveryStep) {
+  Map m(1000, RawAllocator::Default());
+  std::map<uint64_t, uint64_t> model;
+  Fill(m, 300, &model);
+  for (uint64_t id = 0; id < 300; id += 3) {  // tombstones in the old table
+    ASSERT_EQ(m.FindAndEraseByHash(Key(id)).err, Error::kOk);
+    model.erase(id);
+  }
+  ASSERT_EQ(m.size(), 200u);
+  ASSERT_EQ(m.BeginShrink(Map::AllocateTable(210, RawAllocator::Default())),
+            Error::kOk);
+  EXPECT_TRUE(m.growing());
+  EXPECT_EQ(m.capacity(), 210u);
+  ASSERT_NO_FATAL_FAILURE(ExpectMatches(m, model, 320));
+  uint64_t next = 1000;
+  while (m.MigrateSome(9) > 0) {
+    // Room for 10 more keys in the small table, counted across both.
+    const CMapSetResult r = m.Set(Key(next), MakeMeta(next, 2));
+    if (model.size() < 210) {
+      ASSERT_TRUE(r.inserted) << next;
+      model[next] = 2;
+    } else {
+      ASSERT_EQ(r.err, Error::kCacheFull) << next;
+    }
+    ++next;
+    ASSERT_NO_FATAL_FAILURE(ExpectMatches(m, model, 320));
+  }
+  EXPECT_FALSE(m.growing());
+  EXPECT_EQ(m.size(), 210u);
+  EXPECT_EQ(m.Set(Key(5000), MakeMeta(5000, 1)).err, Error::kCacheFull);
+  EXPECT_EQ(CMapTestPeer::CurrentTable(m)->capacity(), 210u);
+  for (uint64_t id = 1000; id < next; ++id) {
+    const auto it = model.find(id);
+    ASSERT_EQ(m.Find(Key(id)).has_value(), it != model.end()) << id;
+  }
+}
+
+// A shrink must admit every key there is, and not be a growth.
+TEST(ResizableCMapTest, RefusesAShrinkBelowItsKeysOrWhileGrowing) {
+  const RawAllocator a = RawAllocator::Default();
+  Map m(100, a);
+  Fill(m, 60);
+  EXPECT_EQ(m.BeginShrink(nullptr), Error::kInvalidArgument);
+  EXPECT_EQ(m.BeginShrink(Map::AllocateTable(59, a)), Error::kInvalidArgument);
+  EXPECT_EQ(m.BeginShrink(Map::AllocateTable(100, a)),
+            Error::kInvalidArgument);
+  EXPECT_EQ(m.BeginShrink(Map::AllocateTable(200, a)),
+            Error::kInvalidArgument);
+  EXPECT_EQ(m.BeginGrow(Map::AllocateTable(80, a)), Error::kInvalidArgument)
+      << "a growth is never a shrink";
+  RawAllocator failing = a;
+  failing.allocate = [](void*, size_t) -> void* { return nullptr; };
+  EXPECT_EQ(m.BeginShrink(Map::AllocateTable(80, failing)),
+            Error::kAllocationFailed);
+  EXPECT_FALSE(m.growing());
+  ASSERT_EQ(m.BeginShrink(Map::AllocateTable(60, a)), Error::kOk);
+  EXPECT_EQ(m.BeginShrink(Map::AllocateTable(70, a)), Error::kInvalidArgument);
+  EXPECT_EQ(m.BeginGrow(Map::AllocateTable(200, a)), Error::kInvalidArgument);
+  while (m.MigrateSome(1) > 0) {
+  }
+  EXPECT_EQ(m.size(), 60u);
+  EXPECT_EQ(m.Set(Key(60), MakeMeta(60, 1)).err, Error::kCacheFull);
+  EXPECT_EQ(m.BeginGrow(Map::AllocateTable(120, a)), Error::kOk)
+      << "a growth may follow a finished shrink";
+}
+
+// Grow, then shrink back below where it started, with erases and inserts
+// between the steps: every key stays readable, and the big table's pages
+// leave the RSS, once each. (Releasing behind the cursor while shrinking
+// runs in resizable_cmap_stress_test, with readers.)
+TEST(ResizableCMapTest, AShrinkGivesTheBigTableBack) {
+  constexpr uint64_t kBig = 100'000;  // a 4.3 MiB table
+  constexpr uint64_t kKeys = 10'000;
+  Map m(kKeys, RawAllocator::Mapped());
+  std::map<uint64_t, uint64_t> model;
+  Fill(m, kKeys, &model);
+  ASSERT_EQ(m.BeginGrow(Map::AllocateTable(kBig, RawAllocator::Mapped())),
+            Error::kOk);
+  while (m.MigrateSome(64) > 0) {
+  }
+  const size_t released_by_growth = m.ReleaseRetired();
+  // Touch the whole big table, as a table that was once full would be.
+  uint64_t next = kKeys;
+  while (m.size() < kBig) {
+    ASSERT_TRUE(m.Set(Key(next), MakeMeta(next, 1)).inserted);
+    ++next;
+  }
+  for (uint64_t id = kKeys; id < next; ++id) {
+    ASSERT_EQ(m.FindAndEraseByHash(Key(id)).err, Error::kOk);
+  }
+  ASSERT_EQ(m.size(), kKeys);
+
+  ASSERT_EQ(m.BeginShrink(Map::AllocateTable(kKeys + 100,
+                                             RawAllocator::Mapped())),
+            Error::kOk);
+  uint64_t victim = 0;
+  size_t steps = 0;
+  while (m.MigrateSome(64) > 0) {
+    victim = (victim + 7919) % kKeys;
+    if (model.erase(victim) > 0) {
+      ASSERT_EQ(m.FindAndEraseByHash(Key(victim)).err, Error::kOk);
+    }
+    if (m.size() < kKeys + 100) {
+      ASSERT_TRUE(m.Set(Key(next), MakeMeta(next, 1)).inserted);
+      model[next] = 1;
+    }
+    ++next;
+    if (++steps % 16 == 0) {
+      ASSERT_NO_FATAL_FAILURE(ExpectMatches(m, model, 200));
+    }
+  }
+  const size_t rss_before = VmRssBytes();
+  const size_t released = m.ReleaseRetired();
+  const size_t rss_after = VmRssBytes();
+  for (const auto& [id, version] : model) {
+    ASSERT_EQ(m.Find(Key(id))->version, version) << id;
+  }
+  ASSERT_EQ(m.size(), model.size());
+  EXPECT_EQ(m.released_bytes(), released_by_growth + released);
+  EXPECT_GE(released, Map::BytesFor(kBig) - 3 * 4096);
+  EXPECT_LE(released, Map::BytesFor(kBig));
+  EXPECT_GE(rss_before - rss_after, released * 9 / 10)
+      << "RSS " << rss_before << " -> " << rss_after;
 }
 
 }  // namespace

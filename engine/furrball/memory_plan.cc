@@ -212,6 +212,36 @@ uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
                       load.retired_tables);
 }
 
+uint32_t KeyTableShrinkTo(const MemoryPlan& plan, const KeyTableLoad& load,
+                          uint32_t keep_free) {
+  const uint64_t c = load.capacity;
+  const bool far_from_full = load.resident_keys * 2 < c;
+  if (!far_from_full || load.evicted_for_keys || !load.evicted_for_pages ||
+      c <= plan.max_keys || load.resident_keys == 0) {
+    return load.capacity;
+  }
+  const uint32_t in_service = plan.page_count - load.retired_pages;
+  const uint64_t used = in_service - std::min(in_service, load.free_pages);
+  // The split: the largest capacity below c whose table leaves the pages
+  // its keys take (the pages per key seen, rounded up as GrowthTarget
+  // does) beside keep_free; the retired tables' partial pages stay.
+  const uint64_t least = std::max<uint64_t>(
+      plan.max_keys, load.resident_keys + load.resident_keys / 8);
+  if (least * 4 > c * 3) return load.capacity;
+  const auto fits = [&](uint64_t to) {
+    const uint32_t retired = RetiredPagesFor(
+        plan,
+        KeyTableBytes(to) + RetiredKeyTableBytes(load.retired_tables + 1));
+    const uint64_t entry_pages =
+        (used * to + load.resident_keys - 1) / load.resident_keys;
+    return retired <= plan.page_count &&
+           plan.page_count - retired >= entry_pages + keep_free;
+  };
+  const uint64_t split =
+      fits(least) ? LargestFitting(least, c - 1, fits) : least;
+  return split * 4 <= c * 3 ? static_cast<uint32_t>(split) : load.capacity;
+}
+
 uint32_t GrowthTarget(const MemoryPlan& plan, uint32_t keys,
                       const EntryPages& entries, uint32_t keep_free,
                       uint32_t retired_tables) {

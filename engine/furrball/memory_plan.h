@@ -53,7 +53,11 @@
 // the share that holds the most keys of the entry size seen; NodeShard
 // retires the pages before it grows (evicting entries if the free ones
 // do not pay for the peak) and gives back those the finished table no
-// longer needs.
+// longer needs. KeyTableShrinkTo runs the same the other way when the
+// entries became larger: a half-empty table whose node evicts for page
+// room shrinks to the split for the entry size seen now, and the pages
+// the old table held out of service come back (during the shrink both
+// tables are counted whole).
 //
 // The page size, when not set, follows the budget alone: the largest power
 // of two up to 2 MiB of which a node's share holds 256 pages, never smaller
@@ -194,6 +198,8 @@ struct KeyTableLoad {
   uint32_t capacity = 0;          // ARC's c now
   uint64_t resident_keys = 0;     // keys ARC holds
   bool evicted_for_keys = false;  // ARC evicted by key count since the last look
+  // Entries were evicted for page room since the last look.
+  bool evicted_for_pages = false;
   uint32_t free_pages = 0;
   uint32_t retired_pages = 0;
   uint32_t retired_tables = 0;    // growths so far (RetiredKeyTableBytes)
@@ -214,6 +220,32 @@ struct KeyTableLoad {
 // while the smallest next growth's peak needed 5.) Returns the capacity
 // to grow to, or load.capacity for none.
 uint32_t KeyTableGrowthTo(const MemoryPlan& plan, const KeyTableLoad& load,
+                          uint32_t keep_free);
+
+// The shrink rule (issue 13 goal 1: the key table gives its memory back
+// when the values grow), looked at as the growth rule is: a table that is
+// far from full (fewer than c / 2 keys resident) while pages, not keys,
+// run out (entries evicted for page room since the last look, none by key
+// count) shrinks to the split GrowthTarget aims at for the entry size seen
+// now: the largest capacity whose table leaves, beside `keep_free` free
+// pages, the pages that as many keys take at the pages per key the
+// resident keys show. Never below the resident keys plus an eighth, nor
+// below plan.max_keys (the table a node starts with); and only if that is
+// at most three quarters of c (a smaller saving is not worth a
+// migration). Returns the capacity to shrink to, or load.capacity for
+// none.
+//
+// Why it cannot oscillate with the growth rule: both aim at one split for
+// one entry size. A growth needs a full table (resident >= 15/16 c,
+// evicting by key count) and a split at least c + c/16 away; a shrink
+// needs a half-empty table evicting for pages, and a split at most 3/4 c
+// away. With the entry size unchanged, a growth's target t fits its pages
+// (GrowthTarget), so the shrink's split is at least t (no shrink follows);
+// a shrink ends at most 8/9 full (the margin), below the growth's 15/16,
+// and at the split, where a growth's least step (c + c/16) no longer fits
+// the pages those keys need. Only a change of entry size between the two
+// moves the split, and then moving with it is the point.
+uint32_t KeyTableShrinkTo(const MemoryPlan& plan, const KeyTableLoad& load,
                           uint32_t keep_free);
 
 // The free pages a node's worker keeps ahead of its writers

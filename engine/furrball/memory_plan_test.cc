@@ -370,6 +370,95 @@ TEST(MemoryPlanTest, AFullKeyTableWithFreePagesGrows) {
   EXPECT_EQ(KeyTableGrowthTo(*plan, at_ceiling, keep), plan->key_ceiling);
 }
 
+// The shrink rule: a grown table (4 c) holding few keys of large entries,
+// evicting for pages, shrinks to the split for that entry size, at least
+// the resident keys and an eighth and at least the starting table; not
+// when keys are what is evicted, nor when it is half full or more, nor
+// below the table a node starts with, nor by less than a quarter.
+TEST(MemoryPlanTest, AHalfEmptyKeyTableShortOfPagesShrinks) {
+  const absl::StatusOr<MemoryPlan> plan = PlanFor1KiBEntries();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SCOPED_TRACE(plan->Summary());
+  const uint32_t c0 = plan->max_keys;
+  const uint32_t keep = 2;
+  KeyTableLoad load;
+  load.capacity = 4 * c0;
+  // Fewer than half of c resident, their entries filling the pages (about
+  // 450 bytes each here): the split lies above the floor.
+  load.resident_keys = 7 * uint64_t{c0} / 4;
+  load.evicted_for_pages = true;
+  load.free_pages = keep;
+  load.retired_pages = plan->page_count / 4;  // the growths' pages
+  load.retired_tables = 2;
+  const uint32_t to = KeyTableShrinkTo(*plan, load, keep);
+  EXPECT_LT(to, load.capacity);
+  EXPECT_LE(uint64_t{to} * 4, uint64_t{load.capacity} * 3);
+  EXPECT_GE(to, c0);
+  EXPECT_GE(to, load.resident_keys + load.resident_keys / 8);
+  // The split: the table `to` leaves the pages its keys would take.
+  const uint32_t in_service = plan->page_count - load.retired_pages;
+  const uint64_t used = in_service - load.free_pages;
+  const auto pages_left = [&](uint64_t t) -> int64_t {
+    const uint32_t retired = RetiredPagesFor(
+        *plan, KeyTableBytes(t) + RetiredKeyTableBytes(load.retired_tables + 1));
+    return int64_t{plan->page_count} - retired -
+           static_cast<int64_t>((used * t + load.resident_keys - 1) /
+                                    load.resident_keys +
+                                keep);
+  };
+  EXPECT_GT(to, load.resident_keys + load.resident_keys / 8);
+  EXPECT_GE(pages_left(to), 0) << "the table leaves its keys' pages";
+  EXPECT_LT(pages_left(to + 1), 0) << "and is the largest that does";
+
+  KeyTableLoad for_keys = load;
+  for_keys.evicted_for_keys = true;
+  EXPECT_EQ(KeyTableShrinkTo(*plan, for_keys, keep), load.capacity);
+  KeyTableLoad not_for_pages = load;
+  not_for_pages.evicted_for_pages = false;
+  EXPECT_EQ(KeyTableShrinkTo(*plan, not_for_pages, keep), load.capacity);
+  KeyTableLoad half_full = load;
+  half_full.resident_keys = load.capacity / 2;
+  EXPECT_EQ(KeyTableShrinkTo(*plan, half_full, keep), load.capacity);
+  KeyTableLoad at_start = load;
+  at_start.capacity = c0;
+  at_start.resident_keys = c0 / 4;
+  EXPECT_EQ(KeyTableShrinkTo(*plan, at_start, keep), c0);
+  KeyTableLoad small_saving = load;  // the floor is above 3/4 of c
+  small_saving.capacity = c0 + c0 / 5;
+  small_saving.resident_keys = c0 / 4;
+  EXPECT_EQ(KeyTableShrinkTo(*plan, small_saving, keep),
+            small_saving.capacity);
+}
+
+// Hysteresis: after a growth to GrowthTarget for an entry size, the shrink
+// rule at that entry size does not undo it, whatever the table's fill.
+TEST(MemoryPlanTest, AGrowthIsNotUndoneAtTheSameEntrySize) {
+  const absl::StatusOr<MemoryPlan> plan = PlanFor1KiBEntries();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const uint32_t c = plan->max_keys;
+  const uint32_t keep = 2;
+  for (const uint32_t pages : {2u, 4u, 8u}) {
+    const EntryPages small_entries{pages, c};
+    const uint32_t grown = GrowthTarget(*plan, c, small_entries, keep);
+    if (grown == c) continue;
+    KeyTableLoad after;
+    after.capacity = grown;
+    after.evicted_for_pages = true;
+    after.retired_tables = 1;
+    after.retired_pages = RetiredPagesFor(
+        *plan, KeyTableBytes(grown) + RetiredKeyTableBytes(1));
+    // Keys at the same pages per key as when it grew, the table half full.
+    after.resident_keys = grown / 2 - 1;
+    const uint64_t used =
+        (uint64_t{pages} * after.resident_keys + c - 1) / c;
+    const uint32_t in_service = plan->page_count - after.retired_pages;
+    after.free_pages =
+        in_service - static_cast<uint32_t>(std::min<uint64_t>(used, in_service));
+    EXPECT_EQ(KeyTableShrinkTo(*plan, after, keep), grown)
+        << pages << " pages for " << c << " keys";
+  }
+}
+
 TEST(MemoryPlanTest, ExplicitKeySlotsThatDoNotFitAreRefused) {
   FurrBallOptions o = Options(8, 1);
   o.max_keys_per_node = 10'000'000;

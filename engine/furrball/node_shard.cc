@@ -257,6 +257,7 @@ NodeStatsSnapshot NodeShard::Snapshot() const {
   s.pages_retired = census.pages_retired;
   s.key_table_capacity = arc_->capacity();
   s.key_table_growths = stats_.Sum(Counter::kKeyTableGrowths);
+  s.key_table_shrinks = stats_.Sum(Counter::kKeyTableShrinks);
   s.pages_hot = census.pages_hot;
   s.pages_cold = census.pages_cold;
   s.pages_empty = census.pages_empty;

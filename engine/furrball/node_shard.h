@@ -214,6 +214,13 @@
 //            the largest capacity up to 2c whose table leaves pages for
 //            its keys at the pages per key in use now, beside the
 //            worker's reserve (none if less than c/16 more) -> paying.
+//            Else the shrink rule (KeyTableShrinkTo): fewer than c/2 keys
+//            resident, and entries evicted for page room but none by key
+//            count since the last pass: shrink to the split for the entry
+//            size seen now (at least the resident keys and an eighth,
+//            at least the starting table, at most 3/4 c) -> paying, as a
+//            shrink. Not with eviction disabled (the shrink's trim could
+//            drop a key admitted meanwhile).
 //   paying   RetirePages for the growth's peak (KeyTableGrowthPeakBytes:
 //            the new table and what of the old one is still in memory),
 //            free pages first, then pages freed by the reclaimer (evicting
@@ -227,6 +234,14 @@
 //            the pages the grown table does not need, as far as what the
 //            node maps now allows -> idle, which gives back the rest in
 //            later passes.
+//
+// A shrink runs the same states: paying retires the pages for both tables
+// whole (the old one stays in memory until ARC's trim and compaction are
+// over; ConcurrentARC::Shrink), usually a page or two beyond what the old
+// table already holds out of service; ConcurrentARC::Shrink lowers c at
+// once; moving steps it (trim, compaction, copy) to its end; the pages the
+// old table held out of service then come back (GiveBackUnneededPages),
+// which is where the memory goes back to the value pages.
 //
 // ---------------------------------------------------------------------------
 // Cold pages (ShardConfig::spill_cold_pages; report §2.4.1, §2.9.1-§2.9.3)
@@ -905,6 +920,7 @@ class NodeShard {
     kMoving,  // ARC grows; GrowStep each pass until done
   };
   Growth growth_ = Growth::kIdle;
+  bool shrinking_ = false;  // the resize under way is a shrink
   // Requests counted when the previous Maintain pass ended (the worker's).
   uint64_t requests_at_last_pass_ = 0;
   uint32_t growth_from_ = 0;
@@ -912,6 +928,8 @@ class NodeShard {
   int paying_passes_ = 0;
   // kKeyTableFull at the last look: evictions by key count since then.
   uint64_t key_evictions_seen_ = 0;
+  // kEvictionsCapacity at the last look: evictions for page room since.
+  uint64_t page_evictions_seen_ = 0;
   std::vector<HashPair> coldest_scratch_ ABSL_GUARDED_BY(reclaim_mu_);
   std::atomic<uint32_t> cold_pending_{0};
 };

@@ -470,7 +470,8 @@ void NodeShard::GrowKeyTableStep() {
         KeyTableStepForTesting();
         return;
       }
-      stats_.Add(Counter::kKeyTableGrowths);
+      stats_.Add(shrinking_ ? Counter::kKeyTableShrinks
+                            : Counter::kKeyTableGrowths);
       growth_ = Growth::kIdle;
       GiveBackUnneededPages();
       KeyTableStepForTesting();
@@ -484,10 +485,18 @@ void NodeShard::GrowKeyTableStep() {
       const uint64_t evictions = stats_.Sum(Counter::kKeyTableFull);
       load.evicted_for_keys = evictions != key_evictions_seen_;
       key_evictions_seen_ = evictions;
+      const uint64_t page_evictions = stats_.Sum(Counter::kEvictionsCapacity);
+      load.evicted_for_pages = page_evictions != page_evictions_seen_;
+      page_evictions_seen_ = page_evictions;
       load.free_pages = pool_.free_pages();
       load.retired_pages = pool_.retired_pages();
       load.retired_tables = RetiredKeyTables();
       growth_to_ = KeyTableGrowthTo(plan, load, RefillTarget());
+      shrinking_ = false;
+      if (growth_to_ == load.capacity && config_.eviction_enabled) {
+        growth_to_ = KeyTableShrinkTo(plan, load, RefillTarget());
+        shrinking_ = growth_to_ < load.capacity;
+      }
       if (growth_to_ == load.capacity) return;
       growth_ = Growth::kPaying;
       paying_passes_ = 0;
@@ -497,12 +506,14 @@ void NodeShard::GrowKeyTableStep() {
       break;
   }
   // The pages that pay for the peak (the new table and what of the old one
-  // is still in memory, KeyTableGrowthPeakBytes) leave service before the
-  // new table is mapped.
+  // is still in memory, KeyTableGrowthPeakBytes; for a shrink both whole)
+  // leave service before the new table is mapped.
   growth_from_ = arc_->capacity();
-  const uint32_t need =
-      RetiredPagesFor(plan, KeyTableGrowthPeakBytes(growth_from_, growth_to_) +
-                                RetiredKeyTableBytes(RetiredKeyTables()));
+  const uint64_t peak =
+      shrinking_ ? KeyTableBytes(growth_from_) + KeyTableBytes(growth_to_)
+                 : KeyTableGrowthPeakBytes(growth_from_, growth_to_);
+  const uint32_t need = RetiredPagesFor(
+      plan, peak + RetiredKeyTableBytes(RetiredKeyTables()));
   const uint32_t retired = pool_.retired_pages();
   if (need > retired) {
     const uint32_t got = RetirePages(need - retired);
@@ -515,7 +526,8 @@ void NodeShard::GrowKeyTableStep() {
       return;
     }
   }
-  if (!arc_->Grow(growth_to_).ok()) {
+  if (!(shrinking_ ? arc_->Shrink(growth_to_) : arc_->Grow(growth_to_))
+           .ok()) {
     // No memory for the new table (ResourceExhausted): the node goes on
     // as it was, with its pages back.
     growth_ = Growth::kIdle;
@@ -528,7 +540,9 @@ void NodeShard::GrowKeyTableStep() {
 }
 
 uint32_t NodeShard::RetiredKeyTables() const {
-  return static_cast<uint32_t>(stats_.Sum(Counter::kKeyTableGrowths));
+  // Every finished resize leaves its old table mapped.
+  return static_cast<uint32_t>(stats_.Sum(Counter::kKeyTableGrowths) +
+                               stats_.Sum(Counter::kKeyTableShrinks));
 }
 
 void NodeShard::KeyTableStepForTesting() const {

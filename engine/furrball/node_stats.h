@@ -63,6 +63,7 @@ enum class Counter : uint8_t {
   kColdPagesSpilled,  // sealed COLD pages spilled (or evicted) whole
   kColdFallbacks,     // refills that fell back to ForceEvictOne
   kKeyTableGrowths,   // key table growths completed
+  kKeyTableShrinks,   // key table shrinks completed
   kKeyTableFull,      // ARC evictions that made room for an insert, the
                       // victim dropped (kEvictionsKeys) or spilled
   kMigrationsIn,      // keys moved here because this node's threads read

@@ -50,9 +50,10 @@ struct NodeStatsSnapshot {
   // "Memory bound").
   uint64_t pages_retired = 0;
   // Keys the node's key table (ARC's c) holds at most now, and how many
-  // times it grew.
+  // times it grew, and shrank (when its entries became larger).
   uint64_t key_table_capacity = 0;
   uint64_t key_table_growths = 0;
+  uint64_t key_table_shrinks = 0;
   // Cumulative bytes lost to 8-byte entry alignment and to page tails left
   // unused when a page was sealed (the report's DataWastedByPadding).
   uint64_t padding_bytes = 0;
