@@ -467,9 +467,13 @@ void NodeShard::GrowKeyTableStep() {
       // pages that paid for the peak and that the new table does not need
       // can come back at once (GiveBackUnneededPages).
       if (!arc_->GrowStep(kGrowMovesPerPass)) {
+        // A shrink's trim evicts through OnEvict: its victims go to the
+        // spill batch as any evictor's do.
+        if (shrinking_) DrainVictims();
         KeyTableStepForTesting();
         return;
       }
+      if (shrinking_) DrainVictims();
       stats_.Add(shrinking_ ? Counter::kKeyTableShrinks
                             : Counter::kKeyTableGrowths);
       growth_ = Growth::kIdle;
