@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 namespace furrballs::service {
 namespace {
 
@@ -46,6 +50,28 @@ TEST(CallBacklogTest, TheNextBacklogIsMeasuredFromTheDrain) {
   // ...a second backlog does.
   for (int i = 0; i < 64; ++i) b.Read();
   EXPECT_EQ(EndAll(b, 64), 1);
+}
+
+// Reads and Ends from several threads at once (gRPC's reading and executor
+// threads): the count ends at zero, and at most one drain is reported per
+// backlog of kBurst or more (here at most every thread's calls / kBurst).
+TEST(CallBacklogTest, ConcurrentReadsAndEndsBalance) {
+  CallBacklog b;
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 10000;
+  std::atomic<int> drained{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&b, &drained] {
+      for (int i = 0; i < kCalls; i += 100) {
+        for (int j = 0; j < 100; ++j) b.Read();
+        for (int j = 0; j < 100; ++j) drained += b.End() ? 1 : 0;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(b.live(), 0);
+  EXPECT_LE(drained.load(), kThreads * kCalls / CallBacklog::kBurst);
 }
 
 }  // namespace
