@@ -16,6 +16,7 @@
 #include <grpcpp/support/slice.h>
 
 #include "service/cache_service.h"
+#include "service/malloc_settings.h"
 #include "service/raw_call.h"
 #include "service/request_codec.h"
 #include "service/response_budget.h"
@@ -324,6 +325,7 @@ class MultiSetReactor final
     // own state (RequestByteGate::kCallStateBytes, why there).
     held_ = ok ? request_.Length() + RequestByteGate::kCallStateBytes : 0;
     svc_->in_flight_bytes().Settle(reserved_, held_, ok);
+    if (ok) svc_->call_backlog().Read();
     if (!ok) {
       // The call ended (cancelled, past its deadline, or a message over
       // --max_message_bytes, which gRPC itself answers) or the client
@@ -363,6 +365,8 @@ class MultiSetReactor final
 
   void OnDone() override {
     svc_->in_flight_bytes().Release(held_);
+    // A backlog of ended calls has drained: give back what glibc kept of it.
+    if (held_ != 0 && svc_->call_backlog().End()) GiveBackFreeHeap();
     delete this;
   }
 
