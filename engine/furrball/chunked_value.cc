@@ -84,10 +84,12 @@ uint32_t ChunkBytesFor(uint32_t page_size) {
 }
 
 ChunkedValues::ChunkedValues(ChunkStore* store, uint32_t page_size,
-                             uint64_t write_id_base)
+                             uint64_t write_id_base,
+                             uint64_t retired_bytes_limit)
     : store_(store),
       max_whole_(MaxWholeEntryBytes(page_size)),
       chunk_bytes_(ChunkBytesFor(page_size)),
+      retired_bytes_limit_(retired_bytes_limit),
       next_write_id_(write_id_base) {}
 
 SetResult ChunkedValues::Set(const KeyRef& key, std::string_view value,
@@ -115,15 +117,23 @@ SetResult ChunkedValues::Set(const KeyRef& key, std::string_view value,
   const SetResult r = store_->SetEntry(key, EncodeChunkedHead(head), options,
                                        EntryKind::kChunkedHead, &replaced);
   if (r.error != Error::kOk) {
+    // No reader saw a head naming w: its chunks go at once.
     DeleteChunks(key.hash, head.write_id, head.chunk_count);
     return r;
   }
-  DeleteChunksOf(key.hash, replaced);
+  RetireChunksOf(key.hash, replaced);
   return r;
 }
 
 GetResult ChunkedValues::Assemble(const KeyRef& key, GetResult head_result,
                                   std::string* value, bool read_disk) {
+  // The chunks of every head read from here on stay until the section ends
+  // (Grace in the header); the first head was read before it.
+  struct Section {
+    ChunkedValues* self;
+    uint64_t epoch;
+    ~Section() { self->LeaveRead(epoch); }
+  } section{this, EnterRead()};
   std::string assembled;
   std::string chunk;
   for (int reads = 1;; ++reads) {
@@ -172,11 +182,105 @@ GetResult ChunkedValues::Assemble(const KeyRef& key, GetResult head_result,
   return GetResult{};
 }
 
-void ChunkedValues::DeleteChunksOf(const HashPair& h,
+void ChunkedValues::RetireChunksOf(const HashPair& h,
                                    std::string_view head_bytes) {
   if (head_bytes.empty()) return;
   const std::optional<ChunkedHead> head = DecodeChunkedHead(head_bytes);
-  if (head.has_value()) DeleteChunks(h, head->write_id, head->chunk_count);
+  if (!head.has_value()) return;
+  const Retired retired{
+      h, head->write_id, 0,
+      uint64_t{head->chunk_count} *
+          EntryFootprint(PayloadSize(kChunkKeyBytes, head->chunk_bytes)),
+      head->chunk_count};
+  // Deleted at once to stay within the bound: the oldest entries (their
+  // readers are the likeliest to have left), or this one if it alone is
+  // larger than the bound.
+  std::deque<Retired> over;
+  {
+    MutexLock l(&mu_);
+    if (retired.bytes > retired_bytes_limit_) {
+      over.push_back(retired);
+    } else {
+      while (retired_bytes_ + retired.bytes > retired_bytes_limit_) {
+        retired_bytes_ -= retired_.front().bytes;
+        over.push_back(retired_.front());
+        retired_.pop_front();
+      }
+      retired_.push_back(retired);
+      // Under mu_, so entries are in epoch order (Drain takes a prefix).
+      retired_.back().epoch = epoch_.load(std::memory_order_relaxed);
+      retired_bytes_ += retired.bytes;
+    }
+    retired_count_.store(retired_.size(), std::memory_order_seq_cst);
+  }
+  for (const Retired& r : over) DeleteChunks(r.h, r.write_id, r.chunk_count);
+  Drain();
+}
+
+void ChunkedValues::Drain() {
+  std::deque<Retired> ready;
+  {
+    MutexLock l(&mu_);
+    if (retired_.empty()) return;
+    // epoch_ is written only under mu_, so the relaxed loads read its value.
+    // Advance while the newest entry needs it and the readers of the epoch
+    // before the current one have left (the seq_cst load pairs with the
+    // readers' seq_cst increments and decrements, see Grace).
+    for (int i = 0; i < 2; ++i) {
+      const uint64_t e = epoch_.load(std::memory_order_relaxed);
+      if (retired_.back().epoch + 2 <= e) break;
+      if (readers_[(e + 1) & 1].n.load(std::memory_order_seq_cst) != 0) break;
+      epoch_.store(e + 1, std::memory_order_seq_cst);
+    }
+    const uint64_t e = epoch_.load(std::memory_order_relaxed);
+    while (!retired_.empty() && retired_.front().epoch + 2 <= e) {
+      retired_bytes_ -= retired_.front().bytes;
+      ready.push_back(retired_.front());
+      retired_.pop_front();
+    }
+    retired_count_.store(retired_.size(), std::memory_order_seq_cst);
+  }
+  for (const Retired& r : ready) DeleteChunks(r.h, r.write_id, r.chunk_count);
+}
+
+size_t ChunkedValues::RetiredForTesting() {
+  MutexLock l(&mu_);
+  return retired_.size();
+}
+
+uint64_t ChunkedValues::EnterRead() {
+  for (;;) {
+    const uint64_t e = epoch_.load(std::memory_order_seq_cst);
+    readers_[e & 1].n.fetch_add(1, std::memory_order_seq_cst);
+    // Counted under e only if epoch_ is still e after the increment: a
+    // drain that advanced meanwhile may have found the counter at 0.
+    if (epoch_.load(std::memory_order_seq_cst) == e) return e;
+    LeaveRead(e);
+  }
+}
+
+void ChunkedValues::LeaveRead(uint64_t epoch) {
+  // seq_cst with the retire's store of retired_count_: see Grace.
+  if (readers_[epoch & 1].n.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      retired_count_.load(std::memory_order_seq_cst) != 0) {
+    ScheduleDrain();
+  }
+}
+
+void ChunkedValues::ScheduleDrain() {
+  if (drain_scheduled_.exchange(true, std::memory_order_seq_cst)) return;
+  if (!store_->RunSoon(&ChunkedValues::DrainJob, this)) {
+    drain_scheduled_.store(false, std::memory_order_seq_cst);
+    Drain();
+  }
+}
+
+void ChunkedValues::DrainJob(void* self) {
+  ChunkedValues* values = static_cast<ChunkedValues*>(self);
+  // Cleared before draining: a reader leaving during this drain, after its
+  // loads of readers_, schedules another.
+  values->drain_scheduled_.store(false, std::memory_order_seq_cst);
+  values->Drain();
 }
 
 void ChunkedValues::DeleteChunks(const HashPair& h, uint64_t write_id,

@@ -139,7 +139,10 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
         clock_(options.clock != nullptr ? options.clock : SteadyClock::Get()),
         numatic_(std::move(numatic)),
         router_(std::move(nodes)),
-        chunked_(this, plan.page_size, RandomWriteIdBase()) {
+        // A quarter of the pages for replaced values that readers may
+        // still be reading (chunked_value.h, "Bound").
+        chunked_(this, plan.page_size, RandomWriteIdBase(),
+                 plan.value_bytes() * router_.count() / 4) {
     shards_.reserve(router_.count());
     for (int i = 0; i < router_.count(); ++i) {
       shards_.emplace_back(nullptr, &NodeShard::Destroy);
@@ -149,6 +152,9 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
   // Workers first: a queued job may still use any shard.
   ~FurrBallImpl() override {
     Close();
+    // No reader is left: the replaced chunks go now, not to the disk
+    // (chunked_value.h, "Shutdown").
+    if (started_) chunked_.Drain();
     // A start that failed has shards missing and nothing of its own to
     // persist.
     if (started_ && spill_store_ != nullptr && options_.warm_restart) {
@@ -361,14 +367,14 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     std::string replaced;
     const SetResult r =
         SetEntry(key, value, options, EntryKind::kValue, &replaced);
-    chunked_.DeleteChunksOf(key.hash, replaced);
+    chunked_.RetireChunksOf(key.hash, replaced);
     return r;
   }
 
   DeleteResult Delete(const HashPair& h) override {
     std::string replaced;
     const DeleteResult r = DeleteEntry(h, 0, &replaced);
-    chunked_.DeleteChunksOf(h, replaced);
+    chunked_.RetireChunksOf(h, replaced);
     return r;
   }
 
@@ -399,6 +405,9 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     }
     return out;
   }
+
+  // ChunkStoreForTesting (furrball_testing.h).
+  ChunkStore& chunk_store() { return *this; }
 
   // LocateEntryForTesting (furrball_testing.h).
   EntryPlacement LocateEntry(const HashPair& h) {
@@ -512,6 +521,12 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
     return r;
   }
 
+  bool RunSoon(void (*job)(void* context), void* context) override {
+    if (jobs_.empty()) return false;
+    const int index = router_.IndexOrFirst(numatic_->GetCurrentNode());
+    return jobs_[index]->Submit(job, context) == Error::kOk;
+  }
+
   // The hash-routing owner's index, which is also every key's home: its
   // write lock and the counter its versions come from.
   int HomeIndex(const HashPair& h) const { return router_.HomeIndex(h); }
@@ -580,6 +595,10 @@ class FurrBallImpl final : public FurrBall, private ChunkStore {
 EntryPlacement LocateEntryForTesting(FurrBall& ball, const HashPair& h) {
   // Open makes no other FurrBall.
   return static_cast<FurrBallImpl&>(ball).LocateEntry(h);
+}
+
+ChunkStore& ChunkStoreForTesting(FurrBall& ball) {
+  return static_cast<FurrBallImpl&>(ball).chunk_store();
 }
 
 absl::StatusOr<std::unique_ptr<FurrBall>> FurrBall::Open(

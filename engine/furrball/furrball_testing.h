@@ -1,7 +1,8 @@
 // engine/furrball/furrball_testing.h: fault injection for tests of
 // FurrBall::Open's all-or-nothing start-up (report §3.4), pause points
 // for tests that need one particular interleaving, and where a key's bytes
-// are (LocateEntryForTesting).
+// are (LocateEntryForTesting), and its per-entry operations
+// (ChunkStoreForTesting).
 //
 // Thread safety: thread-safe (atomics, and the key's lock for
 // LocateEntryForTesting); the setters are meant to be called by a test
@@ -70,6 +71,15 @@ struct EntryPlacement {
   const void* entry = nullptr;
 };
 EntryPlacement LocateEntryForTesting(FurrBall& ball, const HashPair& h);
+
+// The cache's operations on one entry (chunked_value.h's ChunkStore), for
+// tests that drive a ChunkedValues of their own over a real cache and stop
+// it between two chunk reads. `ball` must come from FurrBall::Open and
+// outlive the store's use.
+namespace furrball_internal {
+class ChunkStore;
+}  // namespace furrball_internal
+furrball_internal::ChunkStore& ChunkStoreForTesting(FurrBall& ball);
 
 }  // namespace furrballs
 
