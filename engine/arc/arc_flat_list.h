@@ -20,26 +20,14 @@
 //     found, unindexed and named (fingerprint(): a walk from the home to
 //     the bucket that names the slot) from its slot alone.
 //
-//   bytes per key slot (c = ARC capacity)    now    key records   HashPair
-//                                                   (until        in 24 B
-//                                                   2026-11-25)   slots
-//   arena, 2c x 12                           24     24            48
-//   key records, c x 16                      -      16            -
-//   index, 2c x 8 x 4/3                      21.3   21.3          21.3
-//   total (BytesFor)                         45.3   61.3          69.3
-//
-//   Until 2026-11-25 a resident's word named a 16-byte key record holding
-//   its whole HashPair, for the table and the eviction callback. The table
-//   is keyed by H2 alone, so its H1 named nothing there; the consumers
-//   that need a victim's real H1 (the engine's spill tier) rehash the key
-//   stored in the victim's entry, outside ARC's lock. The price: naming a
-//   victim walks its index cluster from the home bucket (as the victim's
-//   Remove does next, on the same lines), where it read the record.
-//   Two layouts weighed before the records: separate ghost records
-//   ({fingerprint, links}, 16 bytes) beside resident records ({HashPair,
-//   links}, 24 bytes) need room for 2c ghosts: 24 + 32 + 21.3 = 77.3; an
-//   index whose buckets hold the whole 8-byte fingerprint beside the slot
-//   has 12-byte buckets, 32 bytes per key for the index alone.
+//   Bytes per key slot (c = ARC capacity): arena 2c x 12 = 24, index
+//   2c x 8 x 4/3 = 21.3, total (BytesFor) 45.3. Until 2026-11-25 a
+//   resident's word named a 16-byte key record (its HashPair; 61.3 B in
+//   all); the table never used its H1, and the spill tier, which needs a
+//   victim's real H1, rehashes the key stored in the victim's entry. The
+//   price: naming a victim walks its index cluster from the home bucket
+//   (the lines its Remove reads next). docs/arc.md, "Keys are
+//   fingerprints", has the table of layouts and the ones weighed.
 //
 // Two keys with one fingerprint are one key to ARC, as they are to the
 // table. A new key whose H2 equals a ghost's is taken for that ghost: ARC
@@ -84,47 +72,15 @@
 // points above (ArcPolicy::Access, ConcurrentARC's Set and drain) choose it
 // once per ARC operation with WithGrowthMode. The ~10 tests an operation
 // would make cost BM_ArcFlat 8-18% (docs/arc.md). The algorithms are
-// written once; the mode only picks At's access path. Measured against the
-// other design the brief suggested, blocks behind a directory (no copy at
-// all): the directory's dependent load cost BM_ArcFlat 14-19% on every
-// operation forever after, the copy costs nothing once the growth ends
-// (docs/arc.md). Its price is the old arena mapped until the end of the
-// growth (GrowthPeakBytes).
+// written once; the mode only picks At's access path. The copy, not blocks
+// behind a directory, because the directory's dependent load cost
+// BM_ArcFlat 14-19% on every operation forever after (docs/arc.md); its
+// price is the old arena mapped until the growth ends (GrowthPeakBytes).
 //
-// Shrinking (issue 13: the key table gives its memory back when the values
-// grow). A smaller c' reuses the growth's copy, which needs every tracked
-// slot below 2c' (the copy keeps slot numbers). The caller (ArcPolicy)
-// first trims the lists to c''s bounds (at most c' resident, 2c' tracked),
-// then:
-//
-//   BeginCompact(c')  under the lock, O(1): the free slot chain is set
-//                     aside (`old_free_slot`); from now on a freed slot
-//                     below 2c' goes on a new chain, one above is dropped
-//                     (tagged kNone, never reused).
-//   CompactStep(n)    under the lock, bounded: (1) moves up to 16n entries of
-//                     the set-aside chain to the new one (those below the
-//                     limit) or drops them; (2) once it is empty, takes new
-//                     slots only from the new chain or the high-water mark
-//                     below 2c' and walks down from the high-water mark to
-//                     2c', moving each tracked slot it meets into a free one
-//                     below (relinking its neighbours, renumbering its index
-//                     entry). True when all is done: the caller then
-//                     installs a growth to c' (AllocateShrink, BeginGrow),
-//                     whose copy and release run as for any growth.
-//
-// A moved slot keeps its name: its word (the fingerprint's high half) goes
-// with it and its index bucket, which holds the low half and stays where it
-// is, is renumbered to the new slot, so fingerprint() walks from the same
-// home to the same bucket. Nothing else names a slot by number (there are
-// no key records: "Keys are fingerprints").
-//
-// A free slot below the limit exists for every push and every move: the
-// bounds leave at most 2c' tracked slots, so while one lies above 2c' (the
-// move), or fewer than 2c' are tracked (a push), one below is free; once the
-// set-aside chain is empty, every free slot below the high-water mark and
-// the limit is on the new chain. The tests of slot allocation against
-// compaction run only in ArcMayGrow mode, which growing() selects while
-// compacting.
+// Shrinking (issue 13): a smaller c' first compacts the arena so that
+// every tracked slot lies below 2c' (BeginCompact, CompactStep), then
+// installs a growth to c' whose copy keeps slot numbers; how, and why a
+// moved slot keeps its name, in arc_flat_list_compact.h.
 //
 // Why one shared arena of 2c, not one arena of 2c per list as in the report:
 // ARC bounds the sum, |T1| + |T2| + |B1| + |B2| <= 2c, not each list (any
@@ -466,7 +422,7 @@ class ArcFlatLists {
   // while compacting for a shrink (so that WithGrowthMode picks ArcMayGrow).
   bool growing() const { return old_arena_ != nullptr || compact_.on; }
 
-  // ---- Shrinking (see the file comment) ----
+  // ---- Shrinking (arc_flat_list_compact.h) ----
 
   // Allocates the arena and index of capacity `new_capacity` for
   // a shrink (installed by BeginGrow once CompactStep is done). Takes no
@@ -670,43 +626,10 @@ class ArcFlatLists {
 
   // A free slot during compaction: the new chain, the set-aside one, then
   // the high-water mark (below the limit once the chains are done).
-  uint32_t CompactTakeSlot() {
-    uint32_t s = free_head_;
-    if (s != kArcNil) {
-      free_head_ = At(s).next;
-      return s;
-    }
-    s = compact_.old_free_slot;
-    if (s != kArcNil) {
-      compact_.old_free_slot = At(s).next;
-      return s;
-    }
-    const uint32_t end =
-        compact_.chains_done ? std::min(compact_.slot_limit, slot_count())
-                             : slot_count();
-    return high_water_ < end ? high_water_++ : kArcNil;
-  }
+  uint32_t CompactTakeSlot();
   // Moves tracked slot `from` to free slot `to`: its neighbours, its list's
   // ends and its index entry follow.
-  void Relocate(uint32_t from, uint32_t to) {
-    Slot& f = At(from);
-    const uint32_t high = HighOfSlot(from);
-    const ArcList l = f.list();
-    const uint32_t prev = f.prev(), next = f.next;
-    At(to) = f;
-    if (prev != kArcNil) {
-      At(prev).next = to;
-    } else {
-      head(l).first = to;
-    }
-    if (next != kArcNil) {
-      At(next).SetPrev(to);
-    } else {
-      head(l).last = to;
-    }
-    index_.Renumber(high, from, to);
-    f.Set(ArcList::kNone, kArcNil);
-  }
+  void Relocate(uint32_t from, uint32_t to);
 
   Slot* arena_;  // 2c slots
   // While growing: the previous arena (c = old_capacity_), of which the
@@ -726,43 +649,10 @@ class ArcFlatLists {
   RawAllocator alloc_;
 };
 
-template <typename Index>
-bool ArcFlatLists<Index>::CompactStep(size_t max_moves) {
-  if (!compact_.on) return true;
-  Compaction& c = compact_;
-  size_t budget = 16 * max_moves;
-  // (1) The set-aside chain: keep what lies below the limit.
-  while (budget > 0 && c.old_free_slot != kArcNil) {
-    --budget;
-    const uint32_t s = c.old_free_slot;
-    c.old_free_slot = At(s).next;
-    if (s < c.slot_limit) {
-      At(s).next = free_head_;
-      free_head_ = s;
-    }
-  }
-  if (c.old_free_slot != kArcNil) return false;
-  if (!c.chains_done) {
-    // From here on nothing above the limit is handed out: the high-water
-    // mark beyond it stops, and what is tracked above it is what step (2)
-    // moves.
-    c.chains_done = true;
-    c.top = high_water_;
-  }
-  // (2) Tracked slots above the limit move below it.
-  while (budget > 0 && c.top > c.slot_limit) {
-    --budget;
-    const uint32_t s = --c.top;
-    if (At(s).list() == ArcList::kNone) continue;
-    const uint32_t to = CompactTakeSlot();
-    Relocate(s, to);
-  }
-  if (c.top > c.slot_limit) return false;
-  high_water_ = std::min(high_water_, c.slot_limit);
-  c.on = false;
-  return true;
-}
-
 }  // namespace furrballs
+
+// The compaction's member definitions (templates: they must be visible
+// wherever ArcFlatLists is).
+#include "engine/arc/arc_flat_list_compact.h"  // IWYU pragma: export
 
 #endif  // FURRBALLS_ENGINE_ARC_ARC_FLAT_LIST_H_

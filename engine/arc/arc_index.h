@@ -240,7 +240,7 @@ class ArcIndex {
 
   // The entry of `from` (whose fingerprint's high half is `high`) now
   // names slot `to`: the flat lists' compaction before a shrink moves a
-  // tracked key to another arena slot (arc_flat_list.h, "Shrinking").
+  // tracked key to another arena slot (arc_flat_list_compact.h).
   // REQUIRES: the entry is present, !growing().
   void Renumber(uint32_t high, uint32_t from, uint32_t to) {
     const size_t at = FindBucket(table_, high, from);

@@ -312,8 +312,8 @@ class BasicArcPolicy {
   }
   bool growing() const { return lists_.growing(); }
 
-  // ---- Shrinking of c (see the file comment; arc_flat_list.h has the
-  // compaction) ----
+  // ---- Shrinking of c (see the file comment; arc_flat_list_compact.h has
+  // the compaction) ----
 
   // Allocates what capacity `new_capacity` needs, taking no lock.
   // REQUIRES: !growing(), resizes serialized by the caller.
