@@ -9,6 +9,15 @@
 //
 // Nothing sleeps: the fills are budget-sized batches until one adds less
 // than 0.5% (the fill test's rule, bench/memory/fill_rule.h), at most 8.
+//
+// Built twice (BUILD): furrball_shrink_spill_test defines
+// FURRBALLS_SHRINK_WITH_SPILL and runs the same fills with the spill tier
+// on, where keys leave memory for page room by being spilled rather than
+// evicted (the rule must see those too: before 2026-11-25's review it
+// counted evictions only, and with spill on the node held 0.533 of the
+// fresh one's keys, no shrink) and the shrink's trimmed residents go to
+// disk.
+#include <filesystem>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -73,6 +82,13 @@ std::unique_ptr<FurrBall> Open64MiB() {
   o.node_count = 1;
   o.simulate_topology = true;
   o.expected_entry_bytes = 1024 + 24;
+#ifdef FURRBALLS_SHRINK_WITH_SPILL
+  static int spill_dirs = 0;
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("shrink_spill_" + std::to_string(spill_dirs++));
+  std::filesystem::remove_all(dir);
+  o.spill_dir = dir.string();
+#endif
   absl::StatusOr<std::unique_ptr<FurrBall>> opened = FurrBall::Open(o);
   EXPECT_TRUE(opened.ok()) << opened.status();
   return opened.ok() ? *std::move(opened) : nullptr;

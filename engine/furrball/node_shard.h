@@ -727,6 +727,12 @@ class NodeShard {
   // REQUIRES: no lock held (Grow maps memory, RetirePages takes the
   // reclaim mutex).
   void GrowKeyTableStep();
+  // One pass's share of a shrink (kGrowMovesPerPass moves): its trim evicts
+  // for page room, so its victims count as such and, with the spill tier,
+  // go to the spill batch as the reserve refill's do, drained every
+  // kVictimSlots evictions (a victim that finds no free slot is dropped).
+  // True once the shrink is over. REQUIRES: no lock held.
+  bool ShrinkStep();
   // Gives back the retired pages the key table as it is now does not need.
   void GiveBackUnneededPages();
   // Calls the test hook key_table_step, if set.
@@ -928,7 +934,8 @@ class NodeShard {
   int paying_passes_ = 0;
   // kKeyTableFull at the last look: evictions by key count since then.
   uint64_t key_evictions_seen_ = 0;
-  // kEvictionsCapacity at the last look: evictions for page room since.
+  // kEvictionsCapacity + kSpilledKeys at the last look: keys that left
+  // memory for page room since (evicted, or spilled with the spill tier).
   uint64_t page_evictions_seen_ = 0;
   std::vector<HashPair> coldest_scratch_ ABSL_GUARDED_BY(reclaim_mu_);
   std::atomic<uint32_t> cold_pending_{0};

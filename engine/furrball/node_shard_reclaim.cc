@@ -466,14 +466,10 @@ void NodeShard::GrowKeyTableStep() {
       // step finished the growth (ConcurrentARC's GrowthTail), so the
       // pages that paid for the peak and that the new table does not need
       // can come back at once (GiveBackUnneededPages).
-      if (!arc_->GrowStep(kGrowMovesPerPass)) {
-        // A shrink's trim evicts through OnEvict: its victims go to the
-        // spill batch as any evictor's do.
-        if (shrinking_) DrainVictims();
+      if (!(shrinking_ ? ShrinkStep() : arc_->GrowStep(kGrowMovesPerPass))) {
         KeyTableStepForTesting();
         return;
       }
-      if (shrinking_) DrainVictims();
       stats_.Add(shrinking_ ? Counter::kKeyTableShrinks
                             : Counter::kKeyTableGrowths);
       growth_ = Growth::kIdle;
@@ -489,7 +485,12 @@ void NodeShard::GrowKeyTableStep() {
       const uint64_t evictions = stats_.Sum(Counter::kKeyTableFull);
       load.evicted_for_keys = evictions != key_evictions_seen_;
       key_evictions_seen_ = evictions;
-      const uint64_t page_evictions = stats_.Sum(Counter::kEvictionsCapacity);
+      // Keys that left memory for page room: evicted, or spilled with the
+      // spill tier on (where the worker's victims all go to the spill
+      // batch). A full key table's victims are spilled too, but they also
+      // count in kKeyTableFull, which rules a shrink out.
+      const uint64_t page_evictions = stats_.Sum(Counter::kEvictionsCapacity) +
+                                      stats_.Sum(Counter::kSpilledKeys);
       load.evicted_for_pages = page_evictions != page_evictions_seen_;
       page_evictions_seen_ = page_evictions;
       load.free_pages = pool_.free_pages();
@@ -524,6 +525,18 @@ void NodeShard::GrowKeyTableStep() {
     if (got > 0) KeyTableStepForTesting();
     if (got < need - retired) {
       if (++paying_passes_ < kMaxPayingPasses) return;
+      growth_ = Growth::kIdle;
+      GiveBackUnneededPages();
+      KeyTableStepForTesting();
+      return;
+    }
+  }
+  if (shrinking_) {
+    // Paying took passes: if the keys came back meanwhile (the values got
+    // smaller again), the target no longer leaves the rule's eighth above
+    // them and the trim would evict keys the table holds; give up.
+    const uint64_t resident = arc_->size();
+    if (resident + resident / 8 > growth_to_) {
       growth_ = Growth::kIdle;
       GiveBackUnneededPages();
       KeyTableStepForTesting();

@@ -286,6 +286,21 @@ bool NodeShard::EraseAndAccount(const HashPair& h, Counter reason) {
   return false;
 }
 
+bool NodeShard::ShrinkStep() {
+  EvictionReason reason(Counter::kEvictionsCapacity);
+  tls_spill_victims = spill_index_ != nullptr;
+  const size_t step =
+      spill_index_ != nullptr ? kVictimSlots : kGrowMovesPerPass;
+  bool done = false;
+  for (size_t moved = 0; moved < kGrowMovesPerPass && !done; moved += step) {
+    done = arc_->GrowStep(step);
+    DrainVictims();
+  }
+  tls_spill_victims = false;
+  if (spill_index_ != nullptr) FlushVictimBatch(/*force=*/false);
+  return done;
+}
+
 bool NodeShard::ForceEvictBatch() {
   // No page is sparse enough: let ARC pick victims (§2.10.1 ForceEvictOne)
   // so that a later drain has dead bytes to reclaim. With the spill tier the
