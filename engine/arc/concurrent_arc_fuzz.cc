@@ -10,8 +10,13 @@
 //
 // Operation 7 also grows c (Grow by 1-64, up to 1,024) and steps a growth
 // (GrowStep of 1-8 moves), so every other operation also runs while the
-// table and ARC's index and arena are migrating; a growth is also
-// a change of c for the reference ARC (ReferenceArc::Grow).
+// table and ARC's index and arena are migrating; a growth is also a
+// change of c for the reference ARC (ReferenceArc::Grow). It also
+// shrinks c (Shrink by 1-64; refused during a growth), whose trim,
+// compaction and copy the same GrowSteps and Sets then drive; the
+// reference ARC is left behind from the first shrink (its Shrink models one
+// driven to its end before the next access, which the equivalence tests
+// check), the model of residents is not.
 //
 // Checked after every operation: the resident keys and values are the
 // model's (every eviction goes through on_evict exactly once with the value
@@ -29,6 +34,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -79,6 +85,9 @@ class Runner {
           switch (ops[i] >> 4 & 3) {
             case 2: Grow(k); break;
             case 3: GrowStep(1 + k % 8); break;
+            case 1:
+              if (ops[i] & 8) { Shrink(k); break; }
+              [[fallthrough]];
             default:
               if (ops[i] & 8) {
                 arc_->DrainPromotions();
@@ -91,7 +100,8 @@ class Runner {
       }
       Check(evicted_.empty(), "an eviction nobody accounted for", op_);
       Check(arc_->size() == model_.size(), "size differs from the model", op_);
-      Check(model_.size() <= capacity_, "more residents than capacity", op_);
+      if (!arc_->growing()) resident_limit_ = capacity_;
+      Check(model_.size() <= resident_limit_, "more residents than capacity", op_);
       const std::string bad = arc_->CheckInvariants();
       if (!bad.empty()) {
         std::fprintf(stderr, "concurrent_arc_fuzz: op %d: %s\n", op_,
@@ -135,7 +145,11 @@ class Runner {
     if (in_sync_) want = ref_.Access(CollidingKey(k));
     const CMapSetResult r = arc_->Set(CollidingKey(k), v);
     Check(r.err == Error::kOk, "Set failed single-threaded", op_);
-    Check(r.inserted == !resident, "Set's inserted flag is wrong", op_);
+    bool self_trimmed = false;
+    // on_evict names keys as the table does ({h2, h2}: ArcTableKey).
+    const HashPair table_key = ArcTableKey(CollidingKey(k).h2);
+    for (const auto& e : evicted_) self_trimmed |= e.first == table_key;
+    Check(r.inserted == (!resident || self_trimmed), "Set's inserted flag is wrong", op_);
     if (in_sync_) {
       Check(want.hit == resident, "the reference disagrees on residency",
             op_);
@@ -259,8 +273,26 @@ class Runner {
     if (in_sync_) ref_.Grow(to);
   }
 
+  void Shrink(uint8_t k) {
+    const uint32_t d = 1 + k % 64;
+    if (d >= capacity_) return;
+    const uint32_t to = capacity_ - d;
+    const bool was_growing = arc_->growing();
+    const absl::Status s = arc_->Shrink(to);
+    if (was_growing) {
+      Check(s.code() == absl::StatusCode::kInvalidArgument,
+            "Shrink during a growth was not refused", op_);
+      return;
+    }
+    Check(s.ok(), "Shrink failed", op_);
+    in_sync_ = false;
+    resident_limit_ = capacity_;
+    capacity_ = to;
+  }
+
   void GrowStep(size_t moves) {
     const bool done = arc_->GrowStep(moves);
+    TakeEvictions(nullptr);
     Check(done == !arc_->growing(), "GrowStep and growing() disagree", op_);
     if (done) {
       Check(arc_->policy_memory_bytes() == ArcFlatLists<>::BytesFor(capacity_),
@@ -272,6 +304,7 @@ class Runner {
     op_ = -1;
     while (!arc_->GrowStep(3)) {
     }
+    TakeEvictions(nullptr);
     arc_->DrainPromotions();
     for (int k = 0; k < 256; ++k) {
       const HashPair h = CollidingKey(static_cast<uint8_t>(k));
@@ -292,6 +325,7 @@ class Runner {
   static constexpr uint32_t kMaxGrown = 1024;
 
   uint32_t capacity_;
+  uint32_t resident_limit_ = capacity_;
   std::unique_ptr<Arc> arc_;
   ReferenceArc ref_;
   bool in_sync_ = true;  // only operations the paper's ARC has, so far

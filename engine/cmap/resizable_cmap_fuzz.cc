@@ -9,9 +9,10 @@
 //
 // Input: a configuration byte (initial capacity 1-64 and whether tables
 // release their pages with madvise), then two bytes per operation: the
-// operation and a key number. Growth doubles the capacity (up to 4096 keys),
-// migration moves 1-8 keys a step, so the fuzzer interleaves every
-// operation with every stage of a growth. After every operation the map
+// operation and a key number. Growth doubles the capacity (up to 4096 keys)
+// and a shrink migrates into a smaller table of at least the live keys
+// (refused while growing or below them), migration moves 1-8 keys a step,
+// so the fuzzer interleaves every operation with every stage of both. After every operation the map
 // must agree with the model on that key (and on the key numbers next to
 // it); at the end on every key, with its accounting (live count, admission
 // at capacity, overflow counts back to zero once empty).
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -69,7 +71,7 @@ class Runner {
         case 1: Expect(k); break;
         case 2: Erase(k); break;
         case 3: Update(k); break;
-        case 4: Grow(); break;
+        case 4: if (k & 1) Shrink(k); else Grow(); break;
         case 5: Migrate(1 + k % 8); break;
         case 6: map_.ReleaseRetired(); break;
         case 7: MigrateInsideUpdate(k); break;
@@ -160,6 +162,22 @@ class Runner {
     }
     Check(err == Error::kOk, "a growth was refused", op_);
     Check(map_.capacity() == 2 * cap, "capacity did not double", op_);
+  }
+
+  void Shrink(uint8_t k) {
+    const size_t cap = map_.capacity();
+    const size_t live = model_.size();
+    if (cap <= 1) return;
+    const size_t to = std::max<size_t>(1, live + (k >> 1) % (cap - live + 1));
+    if (to >= cap) return;
+    const bool was_growing = map_.growing();
+    const Error err = map_.BeginShrink(Map::AllocateTable(to, alloc_));
+    if (was_growing || to < live) {
+      Check(err == Error::kInvalidArgument, "a shrink was admitted while growing or below size", op_);
+      return;
+    }
+    Check(err == Error::kOk, "a shrink was refused", op_);
+    Check(map_.capacity() == to, "capacity is not the shrink's", op_);
   }
 
   void Migrate(size_t keys) {
