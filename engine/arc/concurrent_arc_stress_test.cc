@@ -211,7 +211,14 @@ void RunStress(bool grow, bool shrink = false) {
   // Every queued hit was applied, found stale, or counted as dropped.
   EXPECT_EQ(s.hits_applied + s.promotions_stale + s.promotions_dropped,
             total.enqueued_hits);
-  EXPECT_EQ(s.abandoned, total.abandoned);
+  // A shrink's trim also meets Sets in flight (kAbandonedSet, counted by
+  // ARC, retried at its next step) in the grower's GrowSteps and inside
+  // other threads' Sets, where no request thread sees them.
+  if (shrink) {
+    EXPECT_GE(s.abandoned, total.abandoned);
+  } else {
+    EXPECT_EQ(s.abandoned, total.abandoned);
+  }
   // Every admitted entry is still resident or left exactly one way.
   EXPECT_EQ(s.inserts - s.evictions - s.forced_evictions - s.erases,
             arc.size());
