@@ -18,6 +18,7 @@
 #include <grpcpp/support/slice.h>
 
 #include "service/cache_service.h"
+#include "service/malloc_settings.h"
 #include "service/raw_call.h"
 #include "service/request_codec.h"
 #include "service/response_budget.h"
@@ -305,6 +306,8 @@ void ServeMultiSetInPlace(
 //
 // Lifetime: the reactor lives until OnDone; `rpc_` (the call's state, the
 // request's slices, the response) until it is answered through Answer. The
+// request's bytes stay counted in the gate until OnDone, with the call's
+// own state (RequestByteGate::kCallStateBytes). The
 // gate calls Admitted once, from the thread that made room, possibly while
 // the handler that queued it is still returning.
 class MultiSetReactor final
@@ -342,9 +345,11 @@ class MultiSetReactor final
   }
 
   void OnReadDone(bool ok) override {
-    const size_t bytes = ok ? request_.Length() : 0;
-    svc_->in_flight_bytes().Settle(reserved_, bytes, ok);
-    rpc_->set_in_flight_bytes(bytes);
+    // Held until OnDone, not until the answer: the message and the call's
+    // own state (RequestByteGate::kCallStateBytes, why there).
+    held_ = ok ? request_.Length() + RequestByteGate::kCallStateBytes : 0;
+    svc_->in_flight_bytes().Settle(reserved_, held_, ok);
+    if (ok) svc_->call_backlog().Read();
     if (!ok) {
       // The call ended (cancelled, past its deadline, or a message over
       // --max_message_bytes, which gRPC itself answers) or the client
@@ -382,7 +387,12 @@ class MultiSetReactor final
     }
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    svc_->in_flight_bytes().Release(held_);
+    // A backlog of ended calls has drained: give back what glibc kept of it.
+    if (held_ != 0 && svc_->call_backlog().End()) GiveBackFreeHeap();
+    delete this;
+  }
 
  private:
   static constexpr RequestOp kOp = RequestOp::kMultiSet;
@@ -396,6 +406,7 @@ class MultiSetReactor final
   // Deleted when the call is answered (RawUnaryReply::Reply).
   RawUnaryCall<MultiSetInPlace, v1::MultiSetResponse>* const rpc_;
   size_t reserved_ = 0;
+  size_t held_ = 0;  // in the gate from the read until OnDone
 };
 
 }  // namespace

@@ -38,6 +38,7 @@
 #include "furrballs/v1/furrballs.grpc.pb.h"
 #include "service/dispatcher.h"
 #include "service/in_flight_limit.h"
+#include "service/call_backlog.h"
 #include "service/request_byte_gate.h"
 #include "service/request_codec.h"
 #include "service/request_stats.h"
@@ -177,6 +178,8 @@ class CacheService final : public RawCacheService {
   // The cap on the bytes of unary requests being served
   // (StreamLimits::max_in_flight_bytes), and the answer to one past it.
   RequestByteGate& in_flight_bytes() const { return in_flight_bytes_; }
+  // MultiSets read and not yet ended by gRPC (call_backlog.h).
+  CallBacklog& call_backlog() const { return call_backlog_; }
   grpc::Status AtInFlightBytesLimit(absl::string_view what,
                                     size_t bytes) const;
 
@@ -204,6 +207,7 @@ class CacheService final : public RawCacheService {
   // of the service can observe but the shedding it is for.
   mutable InFlightLimit in_flight_;
   mutable RequestByteGate in_flight_bytes_;
+  mutable CallBacklog call_backlog_;
   std::atomic<bool> ready_{false};
   // Mutable like a mutex would be: recording is internally synchronized and
   // changes nothing a caller of the service can observe.

@@ -49,7 +49,7 @@ ABSL_FLAG(uint64_t, memory_mb, 256,
 ABSL_FLAG(uint64_t, expected_item_bytes,
           furrballs::FurrBallOptions{}.expected_entry_bytes,
           "Key + value size the starting key table is planned for: as many "
-          "key slots as fit with their metadata (~106 B each) when items are "
+          "key slots as fit with their metadata (~90 B each) when items are "
           "this large, the rest for values. A starting point, not a limit: "
           "smaller items make the table grow (paid with value pages, up to "
           "what the budget holds at the smallest item), larger ones fill the "
@@ -151,7 +151,9 @@ ABSL_FLAG(int64_t, max_in_flight_mb, -1,
           "the server holds at once, counted from a request's admission "
           "until it is answered. A MultiSet waits, unread by gRPC, until it "
           "fits (its size is unknown before it is read: it counts as the "
-          "largest of the last 16 MultiSets until it is); another request is "
+          "largest of the last 16 MultiSets until it is), and once read it "
+          "counts 20 KiB more for the call's own state, until gRPC ends the "
+          "call; another request is "
           "counted once gRPC has received it and is answered "
           "RESOURCE_EXHAUSTED at once if it does not fit. A request runs "
           "when nothing else is held, so a message larger than this still "

@@ -22,4 +22,10 @@ absl::Status FixMallocThresholds() {
   return absl::OkStatus();
 }
 
+void GiveBackFreeHeap() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace furrballs::service

@@ -37,6 +37,13 @@ inline constexpr size_t kMallocTrimThresholdBytes = size_t{128} << 10;
 // OK and nothing done without glibc.
 absl::Status FixMallocThresholds();
 
+// Gives the free memory inside malloc's heaps back to the system
+// (malloc_trim(0): every arena's whole free pages, not only a heap's top),
+// after a burst of small allocations has been freed below live ones, which
+// glibc would otherwise keep resident (call_backlog.h). Takes each arena's
+// lock in turn; nothing without glibc.
+void GiveBackFreeHeap();
+
 }  // namespace furrballs::service
 
 #endif  // FURRBALLS_SERVICE_MALLOC_SETTINGS_H_

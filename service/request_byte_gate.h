@@ -63,6 +63,18 @@ class RequestByteGate {
     ~Waiter() = default;
   };
 
+  // What a MultiSet call holds besides its message from its read until
+  // gRPC's OnDone, which the gate counts with the message. gRPC 1.51 runs a
+  // callback reactor's OnDone, which ends the call (its gRPC arena, the
+  // reactor, the reply), on its default-executor thread, while the nexting
+  // thread reads and answers the next calls: when the executor lags (a
+  // loaded or starved machine), answered calls pile up. In 64 B fills of
+  // 2026-11-25 up to 512 answered MultiSets waited at once, about 21 KiB
+  // each in the nexting thread's malloc arena (peak 11.7 MiB), which glibc
+  // kept resident after they ended (bench/results/2026-11-25-arcrise).
+  // Counting them caps them with the other request bytes.
+  static constexpr size_t kCallStateBytes = size_t{20} << 10;
+
   // How many settled reads the estimate remembers.
   static constexpr size_t kRecentReads = 16;
   // A read reserves at least limit / kMaxSmallReads, so at most this many

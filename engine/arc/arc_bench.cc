@@ -85,6 +85,10 @@ class StdUnorderedMapIndex {
       }
     }
   }
+  template <typename Mode>
+  uint32_t TagOfSlot(uint32_t, uint32_t slot, Mode) const {
+    return static_cast<uint32_t>(fingerprint_of_[slot]);
+  }
   size_t memory_bytes() const { return 0; }
 
  private:

@@ -4,118 +4,83 @@
 // Thread safety: thread-compatible (REQUIRES external synchronization; in
 // ConcurrentARC it is only touched under the write SpinLock).
 //
-// What a slot must name
+// Keys are fingerprints
 //
-//   A resident key (T1, T2) leaves the cache through CMap::FindAndEraseByHash
-//   and the eviction callback, which need its whole 16-byte HashPair; at
-//   most c keys are resident. A ghost (B1, B2) is only ever recognised
-//   again, never named: a 64-bit fingerprint (the key's H2) is enough, and
-//   ARC may hold up to 2c of them (Forget and ForceEvict leave the paper's
-//   "ghosts <= c" behind; ForceEvict turns residents into ghosts and keeps
-//   the directory total). So:
+//   ARC identifies a key by its fingerprint, the 64-bit H2 of its HashPair,
+//   resident or ghost alike: the node's key table is keyed by H2 alone too
+//   (ResizableCMap's TableKey(h) = {h2, h2}), so H2 is all it takes to name
+//   a victim to the table. ARC may hold up to 2c keys (Forget and
+//   ForceEvict leave the paper's "ghosts <= c" behind; ForceEvict turns
+//   residents into ghosts and keeps the directory total). So:
 //
 //   - One arena of 2c Slots of 12 bytes, shared by all four lists:
-//     {word, prev + list tag, next}. A ghost's word is the high half of its
-//     fingerprint; the index (arc_index.h) holds the low half as its tag,
-//     and the high half picks the index's home bucket, so a ghost is found
-//     and unindexed from its slot alone. A resident's word names its record.
-//   - c key records of 16 bytes, one per resident key: its HashPair. A
-//     record is taken when a key becomes resident and given back when it
-//     becomes a ghost or leaves (free records chain through h1).
+//     {word, prev + list tag, next}. The word is the high half of the
+//     key's fingerprint; the index (arc_index.h) holds the low half as its
+//     tag, and the high half picks the index's home bucket, so a key is
+//     found, unindexed and named (fingerprint(): a walk from the home to
+//     the bucket that names the slot) from its slot alone.
 //
-//   bytes per key slot (c = ARC capacity)   now     before (2c slots of
-//                                                   24 B, the HashPair in
-//                                                   every slot)
-//   arena, 2c x 12                          24      48
-//   key records, c x 16                     16      -
-//   index, 2c x 8 x 4/3                     21.3    21.3
-//   total (BytesFor)                        61.3    69.3
+//   Bytes per key slot (c = ARC capacity): arena 2c x 12 = 24, index
+//   2c x 8 x 4/3 = 21.3, total (BytesFor) 45.3. Until 2026-11-25 a
+//   resident's word named a 16-byte key record (its HashPair; 61.3 B in
+//   all); the table never used its H1, and the spill tier, which needs a
+//   victim's real H1, rehashes the key stored in the victim's entry. The
+//   price: naming a victim walks its index cluster from the home bucket
+//   (the lines its Remove reads next). docs/arc.md, "Keys are
+//   fingerprints", has the table of layouts and the ones weighed.
 //
-//   The two other layouts weighed: separate ghost records ({fingerprint,
-//   links}, 16 bytes) beside resident records ({HashPair, links}, 24
-//   bytes) need room for 2c ghosts, because ghosts alone can reach 2c:
-//   24 + 32 + 21.3 = 77.3; an index whose buckets hold the whole 8-byte
-//   fingerprint beside the slot has 12-byte buckets, 32 bytes per key for
-//   the index alone, more than it saves in the arena.
-//
-// A false ghost hit: two keys with one fingerprint. A new key whose H2
-// equals a ghost's is taken for that ghost: ARC adapts p as for a ghost hit
-// (Case II or III) and admits the new key to T2 under its own HashPair,
-// where a textbook ARC would have admitted it to T1. That changes one
-// adaptation step and one list placement, never which value a key returns
-// (CMap holds values; residents are matched on the whole HashPair). With a
-// keyed 64-bit hash and at most 2c ghosts, a miss meets a false ghost hit
-// with probability about 2c / 2^64: 1.1e-13 at c = 1M.
+// Two keys with one fingerprint are one key to ARC, as they are to the
+// table. A new key whose H2 equals a ghost's is taken for that ghost: ARC
+// adapts p as for a ghost hit (Case II or III) and admits it to T2 where a
+// textbook ARC would have admitted it to T1. A key whose H2 equals a
+// resident's is taken for that resident: a hit (Case I), as the table
+// takes its Set for an overwrite of the resident's entry. That changes
+// one adaptation step or one list position, never which value a key
+// returns (the engine compares the full key stored with the value on
+// every hit). With a keyed 64-bit hash and at most 2c keys tracked, a
+// miss meets a false match with probability about 2c / 2^64: 1.1e-13 at
+// c = 1M.
 //
 // Slots are handed out in arena order up to a high-water mark, then from a
-// free list of removed slots chained through `next`, and key records
-// likewise; so nothing is written at Create() and, from a zeroing
-// allocator, the arena enters the RSS only as far as ARC has ever tracked
-// keys. Outside growth nothing is allocated: pushing takes a slot, removing
-// frees it, and moving a key between lists (T1 -> T2, T1 -> B1, ...) relinks
-// the same slot.
+// free list of removed slots chained through `next`; so nothing is written
+// at Create() and, from a zeroing allocator, the arena enters the RSS only
+// as far as ARC has ever tracked keys. Outside growth nothing is allocated:
+// pushing takes a slot, removing frees it, and moving a key between lists
+// (T1 -> T2, T1 -> B1, B1 -> T2, ...) relinks the same slot.
 //
 // Growth: c may grow (and shrink: "Shrinking" below) while keys are
 // tracked, without allocating or freeing under the caller's lock and
 // without a long hold:
 //
-//   AllocateGrowth(c')  no lock: a new arena of 2c' slots, c' records and an
-//                       index for 2c' keys.
+//   AllocateGrowth(c')  no lock: a new arena of 2c' slots and an index for
+//                       2c' keys.
 //   BeginGrow(growth)   under the lock, O(1): c = c'; the index starts its
 //                       incremental rehash (arc_index.h); the used part of
-//                       the old arena and records (below their high-water
-//                       marks) is still to be copied.
+//                       the old arena (below its high-water mark) is still
+//                       to be copied.
 //   GrowStep(n)         under the lock: moves up to n index entries and
-//                       copies up to 16n slots and 8n records (a few hundred
-//                       bytes); true once all three are done. TakeRetired
-//                       then hands the old index table, arena and records
-//                       over, to be freed after the lock.
+//                       copies up to 16n slots (a few hundred bytes); true
+//                       once both are done. TakeRetired then hands the old
+//                       index table and arena over, to be freed after the
+//                       lock.
 //
 // While a growth runs, slot s lives in the old arena iff it is in the range
 // not yet copied, [copied, copied + pending), which one unsigned compare
 // tells. Outside growth that test is not even made: every operation that
-// touches slots or records takes a mode, ArcMayGrow (the test on every
-// access; the default) or ArcNotGrowing (no test; REQUIRES !growing()), and
-// the entry points above (ArcPolicy::Access, ConcurrentARC's Set and drain)
-// choose it once per ARC operation with WithGrowthMode. The ~10 tests an
-// operation would make cost BM_ArcFlat 8-18% (docs/arc.md). The algorithms
-// are written once; the mode only picks At/Record's access path. Measured against the other
-// design the brief suggested, blocks behind a directory (no copy at all):
-// the directory's dependent load cost BM_ArcFlat 14-19% on every operation
-// forever after, the copy costs nothing once the growth ends
-// (docs/arc.md). Its price is the old arena and records mapped until the
-// end of the growth (GrowthPeakBytes).
+// touches slots takes a mode, ArcMayGrow (the test on every access; the
+// default) or ArcNotGrowing (no test; REQUIRES !growing()), and the entry
+// points above (ArcPolicy::Access, ConcurrentARC's Set and drain) choose it
+// once per ARC operation with WithGrowthMode. The ~10 tests an operation
+// would make cost BM_ArcFlat 8-18% (docs/arc.md). The algorithms are
+// written once; the mode only picks At's access path. The copy, not blocks
+// behind a directory, because the directory's dependent load cost
+// BM_ArcFlat 14-19% on every operation forever after (docs/arc.md); its
+// price is the old arena mapped until the growth ends (GrowthPeakBytes).
 //
-// Shrinking (issue 13: the key table gives its memory back when the values
-// grow). A smaller c' reuses the growth's copy, which needs every tracked
-// slot below 2c' and every record below c' (the copy keeps slot and record
-// numbers). The caller (ArcPolicy) first trims the lists to c''s bounds
-// (at most c' resident, 2c' tracked), then:
-//
-//   BeginCompact(c')  under the lock, O(1): the free slot and record chains
-//                     are set aside (`old_free_*`); from now on a freed slot
-//                     below 2c' (record below c') goes on a new chain, one
-//                     above is dropped (tagged kNone, never reused).
-//   CompactStep(n)    under the lock, bounded: (1) moves up to 16n entries of
-//                     the set-aside chains to the new ones (those below the
-//                     limit) or drops them; (2) once they are empty, takes
-//                     new slots only from the new chain or the high-water
-//                     mark below 2c' and walks down from the high-water mark
-//                     to 2c', moving each tracked slot it meets into a free
-//                     one below (relinking its neighbours, renumbering its
-//                     index entry); (3) walks the slots below 2c' and gives
-//                     each resident whose record lies above c' a record
-//                     below. True when all is done: the caller then installs
-//                     a growth to c' (AllocateShrink, BeginGrow), whose copy
-//                     and release run as for any growth.
-//
-// A free slot below the limit exists for every push and every move: the
-// bounds leave at most 2c' tracked slots, so while one lies above 2c' (the
-// move), or fewer than 2c' are tracked (a push), one below is free; once the
-// set-aside chain is empty, every free slot below the high-water mark and
-// the limit is on the new chain. Records likewise, with c' residents. The
-// tests of slot and record allocation against compaction run only in
-// ArcMayGrow mode, which growing() selects while compacting.
+// Shrinking (issue 13): a smaller c' first compacts the arena so that
+// every tracked slot lies below 2c' (BeginCompact, CompactStep), then
+// installs a growth to c' whose copy keeps slot numbers; how, and why a
+// moved slot keeps its name, in arc_flat_list_compact.h.
 //
 // Why one shared arena of 2c, not one arena of 2c per list as in the report:
 // ARC bounds the sum, |T1| + |T2| + |B1| + |B2| <= 2c, not each list (any
@@ -180,13 +145,12 @@ class ArcFlatLists {
     Growth(Growth&& other) noexcept
         : capacity_(other.capacity_),
           arena_(std::exchange(other.arena_, nullptr)),
-          keys_(std::exchange(other.keys_, nullptr)),
           index_(std::move(other.index_)),
           alloc_(other.alloc_) {}
     Growth& operator=(Growth&&) = delete;
     Growth(const Growth&) = delete;
     Growth& operator=(const Growth&) = delete;
-    ~Growth() { FreeGeneration(alloc_, arena_, keys_, capacity_); }
+    ~Growth() { FreeArena(alloc_, arena_, capacity_); }
 
     uint32_t capacity() const { return capacity_; }
 
@@ -196,8 +160,7 @@ class ArcFlatLists {
         : capacity_(capacity), alloc_(alloc) {}
 
     uint32_t capacity_;
-    Slot* arena_ = nullptr;     // 2c slots
-    HashPair* keys_ = nullptr;  // c records
+    Slot* arena_ = nullptr;  // 2c slots
     std::optional<Index> index_;
     RawAllocator alloc_;
   };
@@ -222,11 +185,10 @@ class ArcFlatLists {
   static_assert(2 * kMaxCapacity <= ArcIndex::kMaxKeys,
                 "the index must hold every slot of the largest arena");
 
-  // The bytes Create allocates for capacity c (arena, key records, index),
-  // and what stays mapped after a growth to c.
+  // The bytes Create allocates for capacity c (arena and index), and what
+  // stays mapped after a growth to c.
   static constexpr size_t BytesFor(uint32_t capacity) {
-    return ArenaBytes(capacity) + RecordBytes(capacity) +
-           Index::BytesFor(2 * capacity);
+    return ArenaBytes(capacity) + Index::BytesFor(2 * capacity);
   }
   // The most mapped at once while growing from `from` to `to`: both
   // generations, until TakeRetired.
@@ -236,22 +198,15 @@ class ArcFlatLists {
 
   ArcFlatLists(ArcFlatLists&& other) noexcept
       : arena_(std::exchange(other.arena_, nullptr)),
-        keys_(std::exchange(other.keys_, nullptr)),
         old_arena_(std::exchange(other.old_arena_, nullptr)),
-        old_keys_(std::exchange(other.old_keys_, nullptr)),
         arena_copied_(other.arena_copied_),
         arena_pending_(other.arena_pending_),
-        keys_copied_(other.keys_copied_),
-        keys_pending_(other.keys_pending_),
         arena_handed_out_(other.arena_handed_out_),
-        keys_handed_out_(other.keys_handed_out_),
         compact_(other.compact_),
         old_capacity_(other.old_capacity_),
         capacity_(other.capacity_),
         free_head_(other.free_head_),
         high_water_(other.high_water_),
-        free_record_(other.free_record_),
-        record_high_water_(other.record_high_water_),
         lists_(other.lists_),
         index_(std::move(other.index_)),
         alloc_(other.alloc_) {}
@@ -259,13 +214,14 @@ class ArcFlatLists {
   ArcFlatLists(const ArcFlatLists&) = delete;
   ArcFlatLists& operator=(const ArcFlatLists&) = delete;
   ~ArcFlatLists() {
-    FreeGeneration(alloc_, arena_, keys_, capacity_);
-    FreeGeneration(alloc_, old_arena_, old_keys_, old_capacity_);
+    FreeArena(alloc_, arena_, capacity_);
+    FreeArena(alloc_, old_arena_, old_capacity_);
   }
 
-  // The slot tracking `key`, or kArcNil: the resident slot holding exactly
-  // `key`, else a ghost slot with its fingerprint (see "A false ghost hit";
-  // a resident wins, so a key is never taken for a ghost while resident).
+  // The slot tracking `key`'s fingerprint (its H2; see "Keys are
+  // fingerprints"), or kArcNil: a resident slot if there is one, else a
+  // ghost slot (a resident wins, so a key is never taken for a ghost while
+  // resident).
   //
   // This and every operation below that takes a `Mode` (ArcMayGrow by
   // default) run with ArcNotGrowing only when !growing().
@@ -273,14 +229,11 @@ class ArcFlatLists {
   uint32_t Find(const HashPair& key, Mode mode = {}) const {
     return index_.Find(
         FingerprintOf(key),
-        [this, &key, mode](uint32_t s) {
+        [this, high = Index::HighOf(key.h2), mode](uint32_t s) {
           const Slot& slot = At(s, mode);
-          if (IsResident(slot.list())) {
-            return Record(slot.word, mode) == key ? ArcMatch::kKey
-                                                  : ArcMatch::kNo;
-          }
-          return slot.word == Index::HighOf(key.h2) ? ArcMatch::kFingerprint
-                                                    : ArcMatch::kNo;
+          if (slot.word != high) return ArcMatch::kNo;
+          return IsResident(slot.list()) ? ArcMatch::kKey
+                                         : ArcMatch::kFingerprint;
         },
         mode);
   }
@@ -288,8 +241,8 @@ class ArcFlatLists {
   // with many keys to move runs ahead, each step for every key before the
   // next step for any, so that the keys' cache misses overlap instead of
   // queueing one after another: step 0 brings in the index's home bucket,
-  // step 1 the arena slot it names, step 2 that slot's key record (a ghost
-  // has none) and its neighbours in its list, which the move relinks. Each
+  // step 1 the arena slot it names, step 2 that slot's neighbours in its
+  // list, which the move relinks. Each
   // step reads only lines the step before brought in. Nothing is changed;
   // a prefetch of the wrong line (a tag shared with another key, a
   // neighbour that moves before its turn) costs only that line.
@@ -307,7 +260,6 @@ class ArcFlatLists {
       __builtin_prefetch(&slot);
       return;
     }
-    if (IsResident(slot.list())) __builtin_prefetch(&Record(slot.word, mode));
     if (slot.prev() != kArcNil) __builtin_prefetch(&At(slot.prev(), mode));
     if (slot.next != kArcNil) __builtin_prefetch(&At(slot.next, mode));
   }
@@ -325,11 +277,13 @@ class ArcFlatLists {
     return fn(ArcNotGrowing{});
   }
 
-  // The key of a resident slot. REQUIRES: IsResident(list_of(slot)); a
-  // ghost keeps only its fingerprint.
+  // The fingerprint (H2) of a tracked slot's key: the high half from the
+  // slot, the low half from its index bucket, found by a walk from the
+  // bucket's home (ArcIndex::TagOfSlot). REQUIRES: list_of(slot) != kNone.
   template <typename Mode = ArcMayGrow>
-  const HashPair& key(uint32_t slot, Mode mode = {}) const {
-    return Record(At(slot, mode).word, mode);
+  uint64_t fingerprint(uint32_t slot, Mode mode = {}) const {
+    const uint32_t high = At(slot, mode).word;
+    return uint64_t{high} << 32 | index_.TagOfSlot(high, slot, mode);
   }
   template <typename Mode = ArcMayGrow>
   ArcList list_of(uint32_t slot, Mode mode = {}) const {
@@ -352,17 +306,15 @@ class ArcFlatLists {
   uint32_t slot_count() const { return 2 * capacity_; }
   // Everything mapped now (while growing: the old generation too).
   size_t memory_bytes() const {
-    size_t total = ArenaBytes(capacity_) + RecordBytes(capacity_);
-    if (old_arena_ != nullptr) {
-      total += ArenaBytes(old_capacity_) + RecordBytes(old_capacity_);
-    }
+    size_t total = ArenaBytes(capacity_);
+    if (old_arena_ != nullptr) total += ArenaBytes(old_capacity_);
     return total + index_.memory_bytes();
   }
 
-  // Tracks `key` at the MRU end of `l` (a ghost list keeps only its
-  // fingerprint). Returns its slot, or kArcNil if the arena is exhausted or
-  // `l` is resident and c keys already are (ARC's bounds make either a
-  // caller bug). REQUIRES: `key` is untracked; l != kNone.
+  // Tracks `key`'s fingerprint at the MRU end of `l`. Returns its slot, or
+  // kArcNil if the arena is exhausted or `l` is resident and c keys already
+  // are (ARC's bounds make either a caller bug). REQUIRES: `key` is
+  // untracked; l != kNone.
   template <typename Mode = ArcMayGrow>
   uint32_t PushFront(ArcList l, const HashPair& key, Mode mode = {}) {
     if (IsResident(l) && resident() == capacity_) return kArcNil;
@@ -377,34 +329,18 @@ class ArcFlatLists {
     } else {
       return kArcNil;
     }
-    At(s, mode).word =
-        IsResident(l) ? TakeRecord(key, mode) : Index::HighOf(key.h2);
+    At(s, mode).word = Index::HighOf(key.h2);
     Link(s, l, mode);
     index_.Insert(FingerprintOf(key), s);
     return s;
   }
 
-  // Moves a tracked slot to the MRU end of `l` (the same list or another).
-  // A resident that becomes a ghost gives its record back.
-  // REQUIRES: not a ghost becoming resident (that is Revive).
+  // Moves a tracked slot to the MRU end of `l` (the same list or another:
+  // a resident becoming a ghost, or a ghost brought back by the key whose
+  // fingerprint found it). REQUIRES: if `l` is resident and the slot is
+  // not, fewer than c keys are resident.
   template <typename Mode = ArcMayGrow>
   void MoveToFront(uint32_t slot, ArcList l, Mode mode = {}) {
-    Slot& s = At(slot, mode);
-    if (IsResident(s.list()) && IsGhost(l)) {
-      const uint32_t record = s.word;
-      s.word = Index::HighOf(Record(record, mode).h2);
-      GiveBackRecord(record, mode);
-    }
-    Unlink(slot, mode);
-    Link(slot, l, mode);
-  }
-
-  // Moves a ghost slot to the MRU end of resident list `l`, as `key`: the
-  // key whose fingerprint found the ghost (Find(key) == slot).
-  // REQUIRES: IsGhost(list_of(slot)), IsResident(l), fewer than c resident.
-  template <typename Mode = ArcMayGrow>
-  void Revive(uint32_t slot, ArcList l, const HashPair& key, Mode mode = {}) {
-    At(slot, mode).word = TakeRecord(key, mode);
     Unlink(slot, mode);
     Link(slot, l, mode);
   }
@@ -417,7 +353,6 @@ class ArcFlatLists {
         HighOfSlot(slot, mode), slot,
         [this, mode](uint32_t s) { return HighOfSlot(s, mode); }, mode);
     Slot& s = At(slot, mode);
-    if (IsResident(s.list())) GiveBackRecord(s.word, mode);
     s.Set(ArcList::kNone, kArcNil);
     if (Mode::value && ABSL_PREDICT_FALSE(compact_.on) &&
         slot >= compact_.slot_limit) {
@@ -429,7 +364,7 @@ class ArcFlatLists {
 
   // ---- Growth (see the file comment) ----
 
-  // Allocates the arena, records and index of capacity `new_capacity`.
+  // Allocates the arena and index of capacity `new_capacity`.
   // Takes no lock: reads only c, which changes in BeginGrow alone.
   // REQUIRES: !growing(), and no BeginGrow runs concurrently (the owner
   // serializes growths). InvalidArgument unless c < new_capacity <=
@@ -450,41 +385,33 @@ class ArcFlatLists {
     old_capacity_ = capacity_;
     capacity_ = growth.capacity_;
     old_arena_ = std::exchange(arena_, std::exchange(growth.arena_, nullptr));
-    old_keys_ = std::exchange(keys_, std::exchange(growth.keys_, nullptr));
     // Only what was ever used needs copying; the rest of the new arena is
     // as fresh as the old one's was.
     arena_copied_ = 0;
     arena_pending_ = high_water_;
-    keys_copied_ = 0;
-    keys_pending_ = record_high_water_;
     arena_handed_out_ = 0;
-    keys_handed_out_ = 0;
     index_.BeginGrow(*std::move(growth.index_));
   }
 
   // Moves up to `max_moves` index entries into the bigger table and copies
-  // up to 16 * max_moves slots and 8 * max_moves records into the new
-  // arena. Returns true once all of it is done (then TakeRetired frees the
-  // old generation). With `released`, also hands it the whole pages of the
-  // old index, arena and records that the cursors left behind, in batches
-  // of at least kReleaseBatchBytes each, to give back after the lock: no
-  // operation reads the old arena or records below their copy cursor (At
-  // and Record go to the new ones there), nor the old index below its scan
-  // (ArcIndex::TakeReleasable).
+  // up to 16 * max_moves slots into the new arena. Returns true once both
+  // are done (then TakeRetired frees the old generation). With `released`,
+  // also hands it the whole pages of the old index and arena that the
+  // cursors left behind, in batches of at least kReleaseBatchBytes each, to
+  // give back after the lock: no operation reads the old arena below its
+  // copy cursor (At goes to the new one there), nor the old index below its
+  // scan (ArcIndex::TakeReleasable).
   bool GrowStep(size_t max_moves, RetiredMemory* released = nullptr) {
     const bool index_done = index_.MigrateSome(
         max_moves, [this](uint32_t s) { return HighOfSlot(s); });
     CopySome(old_arena_, arena_, 16 * max_moves, &arena_copied_,
              &arena_pending_);
-    CopySome(old_keys_, keys_, 8 * max_moves, &keys_copied_, &keys_pending_);
     if (released != nullptr) {
       released->AddRelease(index_.TakeReleasable(kReleaseBatchBytes), alloc_);
       released->AddRelease(
           TakeCopied(old_arena_, arena_copied_, &arena_handed_out_), alloc_);
-      released->AddRelease(
-          TakeCopied(old_keys_, keys_copied_, &keys_handed_out_), alloc_);
     }
-    return index_done && arena_pending_ == 0 && keys_pending_ == 0;
+    return index_done && arena_pending_ == 0;
   }
 
   // The least a GrowStep hands out for release from one array: fewer,
@@ -495,9 +422,9 @@ class ArcFlatLists {
   // while compacting for a shrink (so that WithGrowthMode picks ArcMayGrow).
   bool growing() const { return old_arena_ != nullptr || compact_.on; }
 
-  // ---- Shrinking (see the file comment) ----
+  // ---- Shrinking (arc_flat_list_compact.h) ----
 
-  // Allocates the arena, records and index of capacity `new_capacity` for
+  // Allocates the arena and index of capacity `new_capacity` for
   // a shrink (installed by BeginGrow once CompactStep is done). Takes no
   // lock, as AllocateGrowth. InvalidArgument unless 0 < new_capacity < c.
   absl::StatusOr<Growth> AllocateShrink(uint32_t new_capacity) const {
@@ -517,33 +444,28 @@ class ArcFlatLists {
     compact_ = Compaction{};
     compact_.on = true;
     compact_.slot_limit = 2 * new_capacity;
-    compact_.record_limit = new_capacity;
     compact_.old_free_slot = std::exchange(free_head_, kArcNil);
-    compact_.old_free_record = std::exchange(free_record_, kArcNil);
   }
-  // Bounded work toward the compaction (about 16 * max_moves slots or
-  // records visited). True when every tracked slot lies below 2c' and every
-  // record in use below c'; compacting() is then false.
+  // Bounded work toward the compaction (about 16 * max_moves slots
+  // visited). True when every tracked slot lies below 2c'; compacting() is
+  // then false.
   bool CompactStep(size_t max_moves);
   bool compacting() const { return compact_.on; }
 
-  // Once GrowStep returned true: hands the old index table, arena and
-  // records to *out (free them after the lock) and ends the growth. No-op
-  // otherwise.
+  // Once GrowStep returned true: hands the old index table and arena to
+  // *out (free them after the lock) and ends the growth. No-op otherwise.
   void TakeRetired(RetiredMemory* out) {
-    if (!growing() || arena_pending_ != 0 || keys_pending_ != 0) return;
+    if (!growing() || arena_pending_ != 0) return;
     const std::pair<void*, size_t> old_index = index_.TakeRetired();
     if (old_index.first == nullptr) return;  // the index is still moving
     out->Add(old_index.first, old_index.second, alloc_);
     out->Add(std::exchange(old_arena_, nullptr), ArenaBytes(old_capacity_),
              alloc_);
-    out->Add(std::exchange(old_keys_, nullptr), RecordBytes(old_capacity_),
-             alloc_);
   }
 
  private:
   struct Slot {
-    uint32_t word;  // resident: its key record; ghost: fingerprint >> 32
+    uint32_t word;  // the key's fingerprint >> 32
     uint32_t prev_and_list;
     uint32_t next;
 
@@ -561,15 +483,14 @@ class ArcFlatLists {
     void SetPrev(uint32_t prev) { Set(list(), prev); }
   };
   static_assert(sizeof(Slot) == 12 && alignof(Slot) == 4,
-                "a slot is three 32-bit words (a ghost's fingerprint half or "
-                "a resident's record, and two links, one carrying the list "
-                "tag): 24 bytes per cached key for the 2c slots");
+                "a slot is three 32-bit words (the fingerprint's high half "
+                "and two links, one carrying the list tag): 24 bytes per "
+                "cached key for the 2c slots");
   static_assert(std::is_trivially_copyable_v<Slot> &&
-                    std::is_trivially_destructible_v<Slot> &&
-                    std::is_trivially_copyable_v<HashPair>,
-                "the arena and the records are raw memory that is never "
-                "constructed or destroyed; every field is written before it "
-                "is read, and a growth copies them with memcpy");
+                    std::is_trivially_destructible_v<Slot>,
+                "the arena is raw memory that is never constructed or "
+                "destroyed; every field is written before it is read, and a "
+                "growth copies it with memcpy");
 
   struct ListHead {
     uint32_t first = kArcNil;  // MRU
@@ -580,13 +501,10 @@ class ArcFlatLists {
   static constexpr size_t ArenaBytes(uint32_t capacity) {
     return size_t{2} * capacity * sizeof(Slot);
   }
-  static constexpr size_t RecordBytes(uint32_t capacity) {
-    return size_t{capacity} * sizeof(HashPair);
-  }
   // The index's key: H2, already uniform (part of a keyed XXH3-128).
   static uint64_t FingerprintOf(const HashPair& key) { return key.h2; }
 
-  // The arena, records and index of capacity c.
+  // The arena and index of capacity c.
   static absl::StatusOr<Growth> Allocate(uint32_t capacity,
                                          RawAllocator alloc) {
     Growth g(capacity, alloc);
@@ -598,28 +516,21 @@ class ArcFlatLists {
       return absl::ResourceExhaustedError(absl::StrCat(
           "ArcFlatLists: cannot allocate ", ArenaBytes(capacity), " bytes"));
     }
-    g.keys_ = static_cast<HashPair*>(alloc.Allocate(RecordBytes(capacity)));
-    if (g.keys_ == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "ArcFlatLists: cannot allocate ", RecordBytes(capacity), " bytes"));
-    }
     return g;
   }
 
   explicit ArcFlatLists(Growth&& g)
       : arena_(std::exchange(g.arena_, nullptr)),
-        keys_(std::exchange(g.keys_, nullptr)),
         capacity_(g.capacity_),
         free_head_(kArcNil),
         index_(*std::move(g.index_)),
         alloc_(g.alloc_) {}
 
-  // The whole pages of an old array below its first `copied` entries that
+  // The whole pages of the old arena below its first `copied` slots that
   // were not handed out yet (*handed_out bytes were), once a batch is ready.
-  template <typename T>
-  static RawAllocator::PageSpan TakeCopied(T* old, uint32_t copied,
+  static RawAllocator::PageSpan TakeCopied(Slot* old, uint32_t copied,
                                            size_t* handed_out) {
-    const size_t end = size_t{copied} * sizeof(T);
+    const size_t end = size_t{copied} * sizeof(Slot);
     if (old == nullptr || end < *handed_out + kReleaseBatchBytes) return {};
     const RawAllocator::PageSpan span =
         RawAllocator::WholePagesBetween(old, *handed_out, end);
@@ -627,13 +538,12 @@ class ArcFlatLists {
     return span;
   }
 
-  // Copies up to `max` entries of the range still in the old array.
-  template <typename T>
-  static void CopySome(const T* from, T* to, size_t max, uint32_t* copied,
-                       uint32_t* pending) {
+  // Copies up to `max` slots of the range still in the old arena.
+  static void CopySome(const Slot* from, Slot* to, size_t max,
+                       uint32_t* copied, uint32_t* pending) {
     const uint32_t n = static_cast<uint32_t>(std::min<size_t>(max, *pending));
     if (n == 0) return;
-    std::memcpy(to + *copied, from + *copied, size_t{n} * sizeof(T));
+    std::memcpy(to + *copied, from + *copied, size_t{n} * sizeof(Slot));
     *copied += n;
     *pending -= n;
   }
@@ -653,20 +563,10 @@ class ArcFlatLists {
     }
     return arena_[s];
   }
-  template <typename Mode = ArcMayGrow>
-  HashPair& Record(uint32_t r, Mode = {}) const {
-    if (Mode::value && ABSL_PREDICT_FALSE(old_keys_ != nullptr) &&
-        r - keys_copied_ < keys_pending_) {
-      return old_keys_[r];
-    }
-    return keys_[r];
-  }
 
-  // Frees an arena and records of capacity c (either may be null).
-  static void FreeGeneration(RawAllocator alloc, Slot* arena, HashPair* keys,
-                             uint32_t capacity) {
+  // Frees an arena of capacity c (may be null).
+  static void FreeArena(RawAllocator alloc, Slot* arena, uint32_t capacity) {
     if (arena != nullptr) alloc.Deallocate(arena, ArenaBytes(capacity));
-    if (keys != nullptr) alloc.Deallocate(keys, RecordBytes(capacity));
   }
 
   ListHead& head(ArcList l) { return lists_[static_cast<size_t>(l)]; }
@@ -677,34 +577,7 @@ class ArcFlatLists {
   // The high half of a tracked slot's fingerprint (the index's home).
   template <typename Mode = ArcMayGrow>
   uint32_t HighOfSlot(uint32_t s, Mode mode = {}) const {
-    const Slot& slot = At(s, mode);
-    return IsResident(slot.list()) ? Index::HighOf(Record(slot.word, mode).h2)
-                                   : slot.word;
-  }
-
-  // A free record holding `key`. REQUIRES: fewer than c keys resident (so a
-  // record is free).
-  template <typename Mode>
-  uint32_t TakeRecord(const HashPair& key, Mode mode) {
-    uint32_t r = free_record_;
-    if (Mode::value && ABSL_PREDICT_FALSE(compact_.on)) {
-      r = CompactTakeRecord();
-    } else if (r != kArcNil) {
-      free_record_ = static_cast<uint32_t>(Record(r, mode).h1);
-    } else {
-      r = record_high_water_++;
-    }
-    Record(r, mode) = key;
-    return r;
-  }
-  template <typename Mode>
-  void GiveBackRecord(uint32_t r, Mode mode) {
-    if (Mode::value && ABSL_PREDICT_FALSE(compact_.on) &&
-        r >= compact_.record_limit) {
-      return;  // above the shrink's records: dropped, never reused
-    }
-    Record(r, mode).h1 = free_record_;
-    free_record_ = r;
+    return At(s, mode).word;
   }
 
   template <typename Mode>
@@ -740,161 +613,46 @@ class ArcFlatLists {
     --h.size;
   }
 
-  // A compaction before a shrink (BeginCompact): the chains set aside, the
-  // limits, and where the walks of steps (2) and (3) are.
+  // A compaction before a shrink (BeginCompact): the chain set aside, the
+  // limit, and where step (2)'s walk is.
   struct Compaction {
     bool on = false;
-    bool chains_done = false;  // step (1) over: no slot above the limits
-                               // is handed out any more
-    uint32_t slot_limit = 0;    // 2c'
-    uint32_t record_limit = 0;  // c'
+    bool chains_done = false;  // step (1) over: no slot above the limit is
+                               // handed out any more
+    uint32_t slot_limit = 0;   // 2c'
     uint32_t old_free_slot = kArcNil;
-    uint32_t old_free_record = kArcNil;
-    uint32_t top = 0;   // step (2): slots [limit, top) may still be tracked
-    uint32_t scan = 0;  // step (3): slots below it have their records below
+    uint32_t top = 0;  // step (2): slots [limit, top) may still be tracked
   };
 
   // A free slot during compaction: the new chain, the set-aside one, then
   // the high-water mark (below the limit once the chains are done).
-  uint32_t CompactTakeSlot() {
-    uint32_t s = free_head_;
-    if (s != kArcNil) {
-      free_head_ = At(s).next;
-      return s;
-    }
-    s = compact_.old_free_slot;
-    if (s != kArcNil) {
-      compact_.old_free_slot = At(s).next;
-      return s;
-    }
-    const uint32_t end =
-        compact_.chains_done ? std::min(compact_.slot_limit, slot_count())
-                             : slot_count();
-    return high_water_ < end ? high_water_++ : kArcNil;
-  }
-  uint32_t CompactTakeRecord() {
-    uint32_t r = free_record_;
-    if (r != kArcNil) {
-      free_record_ = static_cast<uint32_t>(Record(r).h1);
-      return r;
-    }
-    r = compact_.old_free_record;
-    if (r != kArcNil) {
-      compact_.old_free_record = static_cast<uint32_t>(Record(r).h1);
-      return r;
-    }
-    return record_high_water_++;  // below the limit once the chains are done
-                                  // (a free record exists: fewer than c'
-                                  // are resident, or one is being moved)
-  }
+  uint32_t CompactTakeSlot();
   // Moves tracked slot `from` to free slot `to`: its neighbours, its list's
   // ends and its index entry follow.
-  void Relocate(uint32_t from, uint32_t to) {
-    Slot& f = At(from);
-    const uint32_t high = HighOfSlot(from);
-    const ArcList l = f.list();
-    const uint32_t prev = f.prev(), next = f.next;
-    At(to) = f;
-    if (prev != kArcNil) {
-      At(prev).next = to;
-    } else {
-      head(l).first = to;
-    }
-    if (next != kArcNil) {
-      At(next).SetPrev(to);
-    } else {
-      head(l).last = to;
-    }
-    index_.Renumber(high, from, to);
-    f.Set(ArcList::kNone, kArcNil);
-  }
+  void Relocate(uint32_t from, uint32_t to);
 
-  Slot* arena_;     // 2c slots
-  HashPair* keys_;  // c records: the keys of resident slots
-  // While growing: the previous generation (c = old_capacity_), of which
-  // the entries [copied, copied + pending) are not copied yet.
+  Slot* arena_;  // 2c slots
+  // While growing: the previous arena (c = old_capacity_), of which the
+  // slots [copied, copied + pending) are not copied yet.
   Slot* old_arena_ = nullptr;
-  HashPair* old_keys_ = nullptr;
   uint32_t arena_copied_ = 0;
   uint32_t arena_pending_ = 0;
-  uint32_t keys_copied_ = 0;
-  uint32_t keys_pending_ = 0;
-  // Bytes of the old arena and records handed out for release (TakeCopied).
+  // Bytes of the old arena handed out for release (TakeCopied).
   size_t arena_handed_out_ = 0;
-  size_t keys_handed_out_ = 0;
   Compaction compact_;  // before a shrink (BeginCompact)
   uint32_t old_capacity_ = 0;
   uint32_t capacity_;
   uint32_t free_head_;   // removed slots, chained through `next`
   uint32_t high_water_ = 0;  // slots [high_water_, 2c) never used
-  uint32_t free_record_ = kArcNil;  // given-back records, chained through h1
-  uint32_t record_high_water_ = 0;  // records [this, c) never used
   std::array<ListHead, 4> lists_{};
   Index index_;
   RawAllocator alloc_;
 };
 
-template <typename Index>
-bool ArcFlatLists<Index>::CompactStep(size_t max_moves) {
-  if (!compact_.on) return true;
-  Compaction& c = compact_;
-  size_t budget = 16 * max_moves;
-  // (1) The set-aside chains: keep what lies below the limits.
-  while (budget > 0 && c.old_free_slot != kArcNil) {
-    --budget;
-    const uint32_t s = c.old_free_slot;
-    c.old_free_slot = At(s).next;
-    if (s < c.slot_limit) {
-      At(s).next = free_head_;
-      free_head_ = s;
-    }
-  }
-  while (budget > 0 && c.old_free_record != kArcNil) {
-    --budget;
-    const uint32_t r = c.old_free_record;
-    c.old_free_record = static_cast<uint32_t>(Record(r).h1);
-    if (r < c.record_limit) {
-      Record(r).h1 = free_record_;
-      free_record_ = r;
-    }
-  }
-  if (c.old_free_slot != kArcNil || c.old_free_record != kArcNil) {
-    return false;
-  }
-  if (!c.chains_done) {
-    // From here on nothing above the limits is handed out: the high-water
-    // marks beyond them stop, and what is tracked above them is what step
-    // (2) and (3) move.
-    c.chains_done = true;
-    c.top = high_water_;
-    // Every record below both marks is in use or on the new chain; those
-    // above the limit that are in use are step (3)'s.
-    record_high_water_ = std::min(record_high_water_, c.record_limit);
-  }
-  // (2) Tracked slots above the limit move below it.
-  while (budget > 0 && c.top > c.slot_limit) {
-    --budget;
-    const uint32_t s = --c.top;
-    if (At(s).list() == ArcList::kNone) continue;
-    const uint32_t to = CompactTakeSlot();
-    Relocate(s, to);
-  }
-  if (c.top > c.slot_limit) return false;
-  high_water_ = std::min(high_water_, c.slot_limit);
-  // (3) Records above the limit move below it.
-  while (budget > 0 && c.scan < high_water_) {
-    --budget;
-    Slot& slot = At(c.scan++);
-    if (!IsResident(slot.list()) || slot.word < c.record_limit) continue;
-    const uint32_t r = CompactTakeRecord();
-    Record(r) = Record(slot.word);
-    slot.word = r;
-  }
-  if (c.scan < high_water_) return false;
-  c.on = false;
-  return true;
-}
-
 }  // namespace furrballs
+
+// The compaction's member definitions (templates: they must be visible
+// wherever ArcFlatLists is).
+#include "engine/arc/arc_flat_list_compact.h"  // IWYU pragma: export
 
 #endif  // FURRBALLS_ENGINE_ARC_ARC_FLAT_LIST_H_

@@ -15,8 +15,10 @@
 //     home bucket, `(high * buckets) >> 32` (Lemire's multiply-shift range
 //     reduction, so the bucket count need not be a power of two), and is
 //     kept by the arena (arc_flat_list.h); the low half is the bucket's tag.
-//     So a ghost's whole fingerprint costs the index nothing beyond the tag
-//     it needs anyway, and the arena keeps 4 bytes of it, not 16.
+//     So a key's whole fingerprint costs the index nothing beyond the tag
+//     it needs anyway, and the arena keeps 4 bytes of it, not 8 or 16; the
+//     low half of a slot's key is found again by the walk Erase makes
+//     (TagOfSlot), which is how ARC names a victim.
 //   - Because the tag is not the home's source, a bucket records how far it
 //     sits from its home (0-6; 7 = "7 or more, ask the arena"), so that
 //     deletion can recompute homes from the buckets alone: at load 3/4 (the
@@ -29,7 +31,7 @@
 //     lands on it.
 //   - Lookup walks from the home bucket until it meets an empty bucket. A tag
 //     match is confirmed by the caller's `matches(slot)` (the arena compares
-//     the rest of the key), so two keys that share a tag coexist.
+//     the high half), so two keys that share a tag coexist.
 //   - Erase empties the bucket and then shifts later entries of the same
 //     cluster back into the hole when their home allows it (Knuth's
 //     Algorithm R). No bucket is ever "deleted but occupied", so probe
@@ -47,7 +49,8 @@
 //
 // Growth (when ARC's capacity grows, issue 13): an incremental rehash into a
 // bigger table (or, for a shrink, into a smaller one that still holds every
-// entry: nothing below depends on which is bigger), Redis's dict rehash on open addressing. The bigger table is
+// entry: nothing below depends on which is bigger), Redis's dict rehash on
+// open addressing. The bigger table is
 // allocated by the caller with no lock held (Create); BeginGrow installs it
 // in O(1) and keeps the old one; MigrateSome moves a bounded number of
 // entries (and visits at most 8 buckets per move) from the old table to the
@@ -79,6 +82,8 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -100,8 +105,8 @@ inline constexpr uint32_t kArcNil = UINT32_MAX;
 enum class ArcMatch : uint8_t { kNo, kFingerprint, kKey };
 
 // Whether an operation may run while a growth is under way (ArcMayGrow:
-// the index probes both tables, the flat lists test each slot and record
-// access for the old generation) or not (ArcNotGrowing, REQUIRES
+// the index probes both tables, the flat lists test each slot access for
+// the old generation) or not (ArcNotGrowing, REQUIRES
 // !growing(): none of those tests). The flat lists' callers choose once per
 // ARC operation (ArcFlatLists::WithGrowthMode).
 using ArcMayGrow = std::true_type;
@@ -218,24 +223,24 @@ class ArcIndex {
   // REQUIRES: the entry is present.
   template <typename HighOfSlot, typename Mode = ArcMayGrow>
   void Erase(uint32_t high, uint32_t slot, const HighOfSlot& high_of,
-             Mode = {}) {
-    if (Mode::value && growing()) {
-      const size_t at = FindBucket(old_, high, slot);
-      if (at != kNoBucket) {
-        EraseAt(old_, at, high_of);
-        return;
-      }
-    }
-    size_t at = table_.Home(high);
-    while (table_.at(at).empty() || table_.at(at).slot() != slot) {
-      at = table_.Next(at);
-    }
-    EraseAt(table_, at, high_of);
+             Mode mode = {}) {
+    const auto [t, at] = Locate(high, slot, mode);
+    EraseAt(*t, at, high_of);
+  }
+
+  // The tag (the fingerprint's low half) of `slot`'s entry, whose high half
+  // is `high`: with the high half the arena keeps, the whole fingerprint of
+  // a slot, found by the same walk as Erase's (home to the slot's bucket).
+  // REQUIRES: the entry is present.
+  template <typename Mode = ArcMayGrow>
+  uint32_t TagOfSlot(uint32_t high, uint32_t slot, Mode mode = {}) const {
+    const auto [t, at] = Locate(high, slot, mode);
+    return t->at(at).tag;
   }
 
   // The entry of `from` (whose fingerprint's high half is `high`) now
   // names slot `to`: the flat lists' compaction before a shrink moves a
-  // tracked key to another arena slot (arc_flat_list.h, "Shrinking").
+  // tracked key to another arena slot (arc_flat_list_compact.h).
   // REQUIRES: the entry is present, !growing().
   void Renumber(uint32_t high, uint32_t from, uint32_t to) {
     const size_t at = FindBucket(table_, high, from);
@@ -387,6 +392,30 @@ class ArcIndex {
     size_t i = home;
     while (!t.at(i).empty()) i = t.Next(i);
     t.at(i) = Bucket::Of(tag, slot, t.Distance(home, i));
+  }
+
+  // The table (the old one first while growing) and bucket holding the
+  // entry of `slot`, whose fingerprint's high half is `high`. REQUIRES: the
+  // entry is present.
+  template <typename Mode>
+  std::pair<const Table*, size_t> Locate(uint32_t high, uint32_t slot,
+                                         Mode) const {
+    if (Mode::value && growing()) {
+      const size_t at = FindBucket(old_, high, slot);
+      if (at != kNoBucket) return {&old_, at};
+    }
+    const size_t at = FindBucket(table_, high, slot);
+    if (at == kNoBucket) {
+      // A slot ARC does not track, or an entry past an empty bucket of its
+      // cluster: the lists and the index disagree. Stop here, loudly,
+      // rather than walk the table forever under ARC's lock.
+      std::fprintf(stderr,
+                   "ArcIndex: slot %u (fingerprint high half %08x) has no "
+                   "bucket\n",
+                   slot, high);
+      std::abort();
+    }
+    return {&table_, at};
   }
 
   // The bucket of `slot` in `t`, or kNoBucket.

@@ -115,7 +115,7 @@ struct ArcMissPlan {
 struct ArcAccessResult {
   bool hit = false;
   bool evicted = false;            // a resident key left the cache
-  HashPair evicted_key;            // valid when evicted
+  uint64_t evicted_fingerprint = 0;  // its H2 (arc_flat_list.h), if evicted
   ArcList evicted_to = ArcList::kNone;  // kB1, kB2, or kNone = dropped
 };
 
@@ -233,8 +233,8 @@ class BasicArcPolicy {
     if (plan.x_from == ArcList::kNone) {
       lists_.PushFront(plan.x_to, x, mode);
     } else {
-      // A ghost keeps only its fingerprint; x is the key that matched it.
-      lists_.Revive(plan.x_slot, plan.x_to, x, mode);
+      // x is the key whose fingerprint matched the ghost.
+      lists_.MoveToFront(plan.x_slot, plan.x_to, mode);
     }
   }
 
@@ -312,8 +312,8 @@ class BasicArcPolicy {
   }
   bool growing() const { return lists_.growing(); }
 
-  // ---- Shrinking of c (see the file comment; arc_flat_list.h has the
-  // compaction) ----
+  // ---- Shrinking of c (see the file comment; arc_flat_list_compact.h has
+  // the compaction) ----
 
   // Allocates what capacity `new_capacity` needs, taking no lock.
   // REQUIRES: !growing(), resizes serialized by the caller.
@@ -373,7 +373,7 @@ class BasicArcPolicy {
     const ArcMissPlan plan = PlanMiss(s, mode);
     if (plan.victim != kArcNil) {
       r.evicted = true;
-      r.evicted_key = lists_.key(plan.victim, mode);
+      r.evicted_fingerprint = lists_.fingerprint(plan.victim, mode);
       r.evicted_to = plan.victim_to;
     }
     CommitEviction(plan, mode);

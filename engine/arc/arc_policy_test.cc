@@ -32,24 +32,15 @@ std::string Name(ArcList l) {
   return "?";
 }
 
-std::vector<HashPair> Contents(const ArcPolicy& arc, ArcList l) {
-  std::vector<HashPair> out;
-  const auto& lists = arc.lists();
-  for (uint32_t s = lists.mru(l); s != kArcNil; s = lists.next(s)) {
-    out.push_back(lists.key(s));
-  }
-  return out;
-}
-
 // Whether list `l` of the production core holds `keys` in this order (MRU
-// first). A ghost keeps only its fingerprint, so ghost lists are compared
-// slot by slot with where each reference key is found.
+// first), by fingerprint, and each key is found in its own slot.
 bool Holds(const ArcPolicy& arc, ArcList l, const std::vector<HashPair>& keys) {
-  if (IsResident(l)) return Contents(arc, l) == keys;
   const auto& lists = arc.lists();
   uint32_t s = lists.mru(l);
   for (const HashPair& k : keys) {
-    if (s == kArcNil || lists.Find(k) != s) return false;
+    if (s == kArcNil || lists.Find(k) != s || lists.fingerprint(s) != k.h2) {
+      return false;
+    }
     s = lists.next(s);
   }
   return s == kArcNil;
@@ -148,12 +139,12 @@ std::string Compare(const std::vector<HashPair>& trace, uint32_t c,
       return where.str() + (want.evicted ? "only the reference evicted"
                                          : "only production evicted");
     }
-    if (want.evicted && (!(got.evicted_key == want.evicted_key) ||
+    if (want.evicted && (got.evicted_fingerprint != want.evicted_fingerprint ||
                          got.evicted_to != want.evicted_to)) {
       std::ostringstream o;
-      o << "reference evicted " << want.evicted_key.h2 << " to "
+      o << "reference evicted " << want.evicted_fingerprint << " to "
         << Name(want.evicted_to) << ", production evicted "
-        << got.evicted_key.h2 << " to " << Name(got.evicted_to);
+        << got.evicted_fingerprint << " to " << Name(got.evicted_to);
       return where.str() + o.str();
     }
     if (arc.p() != ref.p()) {
@@ -301,7 +292,7 @@ TEST(ArcPolicyTest, RandomGrowthsMatchTheReference) {
 }
 
 // A growth allocates with no lock needed and then nothing more: the new
-// arena, records and index; its retired memory is exactly the old ones;
+// arena and index; its retired memory is exactly the old ones;
 // nothing is allocated or freed by the steps.
 TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
   struct Counts {
@@ -335,7 +326,7 @@ TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
             absl::StatusCode::kInvalidArgument);
   absl::StatusOr<ArcPolicy::Growth> g = arc->AllocateGrowth(7000);
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(n.allocations, 3 + 3);  // arena, records, index
+  EXPECT_EQ(n.allocations, 2 + 2);  // arena, index
   EXPECT_EQ(n.bytes, ArcFlatLists<>::GrowthPeakBytes(3000, 7000));
   arc->BeginGrow(*std::move(g));
   EXPECT_EQ(arc->capacity(), 7000u);
@@ -346,7 +337,7 @@ TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
   }
   while (!arc->GrowStep(4)) {
   }
-  EXPECT_EQ(n.allocations, 6);
+  EXPECT_EQ(n.allocations, 4);
   EXPECT_EQ(n.deallocations, 0);
   {
     RetiredMemory retired;
@@ -355,7 +346,7 @@ TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
     EXPECT_EQ(retired.bytes(), ArcFlatLists<>::GrowthPeakBytes(3000, 7000) -
                                    ArcFlatLists<>::BytesFor(7000));
   }
-  EXPECT_EQ(n.deallocations, 3);
+  EXPECT_EQ(n.deallocations, 2);
   EXPECT_EQ(n.bytes, ArcFlatLists<>::BytesFor(7000));
   EXPECT_EQ(arc->memory_bytes(), ArcFlatLists<>::BytesFor(7000));
 }
@@ -363,7 +354,7 @@ TEST(ArcPolicyTest, GrowthAllocatesOnlyInAllocateGrowth) {
 // An allocation failure during AllocateGrowth changes nothing.
 TEST(ArcPolicyTest, AFailedGrowthChangesNothing) {
   struct Budget {
-    int left = 3;
+    int left = 2;
   } budget;
   RawAllocator limited{
       [](void* ctx, size_t bytes) -> void* {
@@ -379,7 +370,7 @@ TEST(ArcPolicyTest, AFailedGrowthChangesNothing) {
       &budget};
   absl::StatusOr<ArcPolicy> arc = ArcPolicy::Create(2000, limited);
   ASSERT_TRUE(arc.ok());
-  for (int allowed = 0; allowed < 3; ++allowed) {
+  for (int allowed = 0; allowed < 2; ++allowed) {
     budget.left = allowed;
     absl::StatusOr<ArcPolicy::Growth> g = arc->AllocateGrowth(5000);
     EXPECT_EQ(g.status().code(), absl::StatusCode::kResourceExhausted);
@@ -479,11 +470,11 @@ TEST(ArcPolicyTest, NoAllocationAfterCreate) {
       &allocations};
   absl::StatusOr<ArcPolicy> arc = ArcPolicy::Create(100, counting);
   ASSERT_TRUE(arc.ok());
-  EXPECT_EQ(allocations, 3);  // the index, the arena and the key records
+  EXPECT_EQ(allocations, 2);  // the index and the arena
   for (const HashPair& k : MakeTrace(TraceKind::kRandomMix, 1000, 50000, 1)) {
     arc->Access(k);
   }
-  EXPECT_EQ(allocations, 3);
+  EXPECT_EQ(allocations, 2);
 }
 
 TEST(ArcPolicyTest, ForceEvictOnEmptyCacheFindsNothing) {
@@ -498,7 +489,7 @@ TEST(ArcPolicyTest, ForceEvictMovesToGhostsAndTheCacheRefills) {
   for (uint64_t id = 0; id < 4; ++id) arc.Access(TraceKey(id));  // T1 = 3210
   const ArcVictim v = arc.PlanForceEvict();
   ASSERT_NE(v.slot, kArcNil);
-  EXPECT_EQ(arc.lists().key(v.slot), TraceKey(0));
+  EXPECT_EQ(arc.lists().fingerprint(v.slot), TraceKey(0).h2);
   EXPECT_EQ(v.to, ArcList::kB1);
   arc.CommitForceEvict(v);
   EXPECT_EQ(arc.resident(), 3u);
@@ -519,30 +510,27 @@ TEST(ArcPolicyTest, ForceEvictTakesT2WhenT1IsWithinP) {
   ASSERT_EQ(arc.lists().size(ArcList::kT1), 1u);
   const ArcVictim v = arc.PlanForceEvict();  // |T1| == p: not > p
   ASSERT_NE(v.slot, kArcNil);
-  EXPECT_EQ(arc.lists().key(v.slot), TraceKey(2));
+  EXPECT_EQ(arc.lists().fingerprint(v.slot), TraceKey(2).h2);
   EXPECT_EQ(v.to, ArcList::kB2);
   arc.CommitForceEvict(v);
   EXPECT_EQ(arc.lists().Where(TraceKey(2)), ArcList::kB2);
   EXPECT_EQ(CheckBounds(arc), "");
 }
 
-// Ghosts are 64-bit fingerprints (H2). A new key that shares a ghost's
-// fingerprint is taken for that ghost: a B1 hit that raises p and admits
-// the new key to T2 under its own HashPair (where textbook ARC would put it
-// in T1 without moving p); the key that left is no longer tracked at all.
-// Residents are matched on the whole HashPair.
+// Keys are 64-bit fingerprints (H2), as in the key table. A new key that
+// shares a ghost's fingerprint is taken for that ghost: a B1 hit that
+// raises p and admits it to T2 (where textbook ARC would put it in T1
+// without moving p), in the ghost's slot.
 TEST(ArcPolicyTest, AFingerprintCollisionIsAGhostHitForTheNewKey) {
   ArcPolicy arc = Make(2);
   const HashPair a{1, 0xfeedface12345678ULL};
-  const HashPair twin{2, a.h2};  // a's fingerprint, another key
+  const HashPair twin{2, a.h2};  // a's fingerprint, another h1
   // 1, 1: T2 = {1}. a: T1 = {a}. 3: REPLACE moves a (T1 > p = 0) to B1.
   for (uint64_t id : {1, 1}) arc.Access(TraceKey(id));
   arc.Access(a);
-  EXPECT_EQ(arc.lists().Where(twin), ArcList::kNone)
-      << "a resident matches only its whole key";
   const ArcAccessResult r = arc.Access(TraceKey(3));
   ASSERT_TRUE(r.evicted);
-  ASSERT_EQ(r.evicted_key, a);
+  ASSERT_EQ(r.evicted_fingerprint, a.h2);
   ASSERT_EQ(r.evicted_to, ArcList::kB1);
   EXPECT_EQ(arc.lists().Where(twin), ArcList::kB1) << "a ghost is its H2";
   ASSERT_EQ(arc.p(), 0u);
@@ -551,33 +539,33 @@ TEST(ArcPolicyTest, AFingerprintCollisionIsAGhostHitForTheNewKey) {
   EXPECT_FALSE(hit.hit);
   EXPECT_EQ(arc.p(), 1u) << "the match adapts p like a B1 hit (Case II)";
   ASSERT_TRUE(hit.evicted);  // |T1| = p = 1: REPLACE takes T2's LRU
-  EXPECT_EQ(hit.evicted_key, TraceKey(1));
+  EXPECT_EQ(hit.evicted_fingerprint, TraceKey(1).h2);
   EXPECT_EQ(hit.evicted_to, ArcList::kB2);
   EXPECT_EQ(arc.lists().Where(twin), ArcList::kT2);
-  EXPECT_EQ(arc.lists().key(arc.lists().Find(twin)), twin);
-  EXPECT_EQ(arc.lists().Where(a), ArcList::kNone) << "the ghost was used up";
-  EXPECT_EQ(arc.lists().size(ArcList::kB1), 0u);
+  EXPECT_EQ(arc.lists().fingerprint(arc.lists().Find(twin)), a.h2);
+  EXPECT_EQ(arc.lists().size(ArcList::kB1), 0u) << "the ghost was used up";
   EXPECT_EQ(CheckBounds(arc), "");
 }
 
-// A resident key is found as itself even when a ghost with its fingerprint
-// was indexed before it: touching it is a hit (Case I), not a ghost hit.
-TEST(ArcPolicyTest, AResidentIsNotTakenForAGhostWithItsFingerprint) {
+// A key that shares a resident's fingerprint is that resident to ARC, as
+// its Set is an overwrite of the resident's entry to the key table: a hit
+// (Case I, T1 -> T2), nothing evicted, p unchanged.
+TEST(ArcPolicyTest, AFingerprintCollisionWithAResidentIsAHit) {
   ArcPolicy arc = Make(2);
   const HashPair a{1, 0xfeedface12345678ULL};
   const HashPair twin{2, a.h2};
-  // 1, 1: T2 = {1}. a: T1 = {a}. twin: REPLACE moves a to B1, twin to T1.
+  // 1, 1: T2 = {1}. a: T1 = {a}.
   for (uint64_t id : {1, 1}) arc.Access(TraceKey(id));
   arc.Access(a);
-  const ArcAccessResult r = arc.Access(twin);
-  ASSERT_TRUE(r.evicted);
-  ASSERT_EQ(r.evicted_key, a);
   ASSERT_EQ(arc.lists().Where(twin), ArcList::kT1);
   const uint64_t p = arc.p();
-  EXPECT_TRUE(arc.Access(twin).hit);
+  const ArcAccessResult r = arc.Access(twin);
+  EXPECT_TRUE(r.hit);
+  EXPECT_FALSE(r.evicted);
   EXPECT_EQ(arc.p(), p);
-  EXPECT_EQ(arc.lists().Where(twin), ArcList::kT2);
-  EXPECT_EQ(arc.lists().size(ArcList::kB1), 1u);
+  EXPECT_EQ(arc.lists().Where(a), ArcList::kT2);
+  EXPECT_EQ(arc.resident(), 2u);
+  EXPECT_EQ(arc.lists().tracked(), 2u);
   EXPECT_EQ(CheckBounds(arc), "");
 }
 

@@ -53,8 +53,8 @@
 // lock-free readers across its incremental rehash) and ARC's state grows
 // with it (arc_flat_list.h). Grow allocates both with no lock held and
 // installs them under the SpinLock in O(1); from then on c is the new
-// capacity, and the old table's keys, ARC's index entries, arena slots and
-// key records move over a few at a time: GrowStep (the node's worker, in
+// capacity, and the old table's keys, ARC's index entries and arena slots
+// move over a few at a time: GrowStep (the node's worker, in
 // its maintenance pass) and every Set while growing (kGrowMovesPerSet, so
 // a growth ends even with no worker). After each step, once the lock is
 // dropped, the old pages its cursors left behind are given back (the
@@ -62,6 +62,14 @@
 // (RetiredMemory, ReleaseRetired).
 // One growth at a time: `growing_` is claimed by Grow and given back, under
 // the SpinLock, by the step that finishes (or by a Grow that failed).
+//
+// Keys ARC names. ARC keeps a key's H2 only (arc_flat_list.h, "Keys are
+// fingerprints"), as the table does, so the keys it hands out itself (to
+// on_evict, in ForcedEviction, from ColdestKeys) are table keys, {h2, h2}
+// (ArcTableKey): they name the entry to this table (Peek, Erase,
+// UpdateInPlace...) but carry no H1. A consumer that needs the real H1
+// rehashes the key it stored beside the value. on_promote is given the
+// caller's own HashPair.
 //
 // Shrinking (issue 13: the key table gives its memory back when the values
 // grow). Shrink(c') allocates the smaller table and ARC state with no lock
@@ -73,7 +81,7 @@
 //      ForceEvictOne's), then drop ghosts beyond c''s bounds;
 //   2. compact: the table starts migrating into the smaller one
 //      (ResizableCMap::BeginShrink: it holds at most c' keys now), and ARC's
-//      slots and records move below 2c' and c' (ArcFlatLists::CompactStep);
+//      tracked slots move below 2c' (ArcFlatLists::CompactStep);
 //   3. copy: the smaller ARC state is installed as a growth's is, and both
 //      migrations finish, releasing the old memory, as a growth's do.
 // ARC across a shrink: from the Shrink on, it is ARC with c' (a Set during
@@ -119,6 +127,10 @@
 
 namespace furrballs {
 
+// The HashPair ConcurrentARC hands out for a key of fingerprint `h2` (see
+// "Keys ARC names"): the key table's own key for it.
+inline HashPair ArcTableKey(uint64_t h2) { return HashPair{h2, h2}; }
+
 template <typename Value>
 struct ConcurrentArcOptions {
   // The cache's size in entries (ARC's c) at creation: at most this many
@@ -127,7 +139,7 @@ struct ConcurrentArcOptions {
   // it later. Required; at most ArcFlatLists<>::kMaxCapacity.
   uint32_t capacity = 0;
 
-  // Where the CMap and ARC's arena, key records and index live (e.g. a NUMA
+  // Where the CMap and ARC's arena and index live (e.g. a NUMA
   // node's memory, from Numatic). Allocation happens in Create and Grow
   // only, never under the SpinLock.
   RawAllocator allocator = RawAllocator::Default();
@@ -139,7 +151,8 @@ struct ConcurrentArcOptions {
   // by the Case IV drop of the LRU of T1 (Finding 18), and by ForceEvictOne.
   // Every entry that leaves the cache other than through Erase passes through
   // here exactly once, after it is gone from the table; the engine frees its
-  // bytes here. Runs under the SpinLock: no I/O, no allocation, no blocking,
+  // bytes here. The HashPair is the victim's table key (ArcTableKey: h1 ==
+  // h2, not the key's real h1). Runs under the SpinLock: no I/O, no allocation, no blocking,
   // no calls into this ConcurrentARC. May be empty.
   std::function<void(const HashPair&, const Value&)> on_evict;
 
@@ -173,7 +186,7 @@ struct ConcurrentArcStats {
 template <typename Value>
 struct ForcedEviction {
   Error err = Error::kOk;  // kOk, kKeyNotFound (empty) or kAbandonedSet
-  HashPair key;            // valid when err == kOk
+  HashPair key;            // valid when err == kOk; a table key (ArcTableKey)
   std::optional<Value> value;
 };
 
@@ -188,8 +201,7 @@ class ConcurrentARC {
  public:
   using Options = ConcurrentArcOptions<Value>;
 
-  // Old-table keys, index entries (and 16 slots and 8 key records per
-  // entry) moved by every Set while growing: about 10 us under the lock
+  // Old-table keys, index entries (and 16 arena slots per entry) moved by every Set while growing: about 10 us under the lock
   // (cmap_bench's migrate_some_64, the table's part: 6-9 us).
   // So many because a new key lands anywhere in the new table and index,
   // bringing a whole page of them into memory: the fewer keys arrive
@@ -341,10 +353,12 @@ class ConcurrentARC {
 
   // Appends to *out up to `max` resident keys in the order ForceEvictOne
   // would evict them one after another, without evicting or reordering
-  // anything: ARC's coldest keys, for the engine's cold marking (report
-  // §2.9.2; it moves them to COLD pages instead of evicting them). Queued
+  // anything: ARC's coldest keys, as table keys (ArcTableKey), for the
+  // engine's cold marking (report §2.9.2; it moves them to COLD pages
+  // instead of evicting them). Queued
   // promotions are applied first, so a key read since the last drain is not
-  // reported cold. Takes the SpinLock for a walk of `max` arena slots; *out
+  // reported cold. Takes the SpinLock for a walk of `max` arena slots (and
+  // each one's index cluster, for its fingerprint's low half); *out
   // is grown before the lock is taken, so nothing is allocated under it.
   void ColdestKeys(uint32_t max, std::vector<HashPair>* out) {
     out->reserve(out->size() + max);
@@ -352,7 +366,9 @@ class ConcurrentARC {
     DrainLocked();
     const ArcFlatLists<>& lists = policy_.lists();
     policy_.ForEachInReplaceOrder(
-        max, [&](uint32_t slot) { out->push_back(lists.key(slot)); });
+        max, [&](uint32_t slot) {
+          out->push_back(ArcTableKey(lists.fingerprint(slot)));
+        });
   }
 
   // Applies every queued promotion now.
@@ -442,7 +458,7 @@ class ConcurrentARC {
   bool growing() const { return growing_.load(std::memory_order_acquire); }
 
   // Moves up to `max_moves` keys of the old table and as many ARC index
-  // entries (with 16 arena slots and 8 key records each) under the
+  // entries (with 16 arena slots each) under the
   // SpinLock. Returns true when no growth is under way any more: this call
   // or an earlier one (perhaps a Set's) completed it, and the memory it
   // retired has been released, outside the lock. False while keys remain,
@@ -469,16 +485,16 @@ class ConcurrentARC {
   size_t size() const { return table_.size(); }
   // Live keys CMap admits (== capacity()).
   size_t table_capacity() const { return table_.capacity(); }
-  // ARC's arena, key records and index, both generations while growing
+  // ARC's arena and index, both generations while growing
   // (CMap reports its own memory).
   size_t policy_memory_bytes() const {
     return policy_memory_bytes_.load(std::memory_order_relaxed);
   }
   // Bytes still mapped whose pages were given back: the key table's
   // retired tables and the old table's slots behind its migration cursor
-  // (ResizableCMap::released_bytes), and while growing the old index,
-  // arena and records behind theirs (ArcFlatLists::GrowStep). What the
-  // structures hold in memory is what they map less this.
+  // (ResizableCMap::released_bytes), and while growing the old index and
+  // arena behind theirs (ArcFlatLists::GrowStep). What the structures hold
+  // in memory is what they map less this.
   size_t released_bytes() const {
     return table_.released_bytes() +
            arc_released_bytes_.load(std::memory_order_relaxed);
@@ -517,8 +533,8 @@ class ConcurrentARC {
     }
     for (ArcList list : {ArcList::kT1, ArcList::kT2}) {
       for (uint32_t s = l.mru(list); s != kArcNil; s = l.next(s)) {
-        if (!table_.Find(l.key(s)).has_value()) {
-          bad << "resident key " << l.key(s).h2 << " missing from CMap; ";
+        if (!table_.Find(ArcTableKey(l.fingerprint(s))).has_value()) {
+          bad << "resident key " << l.fingerprint(s) << " missing from CMap; ";
         }
       }
     }
@@ -637,7 +653,7 @@ class ConcurrentARC {
       out.err = Error::kKeyNotFound;
       return out;
     }
-    out.key = policy_.lists().key(victim.slot);
+    out.key = ArcTableKey(policy_.lists().fingerprint(victim.slot));
     FindAndEraseResult<Value> r = table_.FindAndEraseByHash(out.key);
     if (r.err == Error::kAbandonedSet) {
       out.err = r.err;
@@ -789,7 +805,7 @@ class ConcurrentARC {
 
     const ArcMissPlan plan = policy_.PlanMiss(slot, mode);
     if (plan.victim != kArcNil) {
-      const HashPair victim = lists.key(plan.victim, mode);
+      const HashPair victim = ArcTableKey(lists.fingerprint(plan.victim, mode));
       FindAndEraseResult<Value> erased = table_.FindAndEraseByHash(victim);
       if (erased.err != Error::kOk && erased.err != Error::kKeyNotFound) {
         return Failed(CMapSetResult{erased.err, false});
@@ -835,8 +851,9 @@ class ConcurrentARC {
   // The queued hits are taken out first and applied after, in queue order.
   // In between, the cache lines of their lookups and moves are brought in a
   // step at a time for all of them (ArcFlatLists::PrefetchFindAndMove).
-  // Each hit is a chain of dependent misses (index bucket, arena slot, key
-  // record, then the slot's list neighbours), and applied one after
+  // Each hit is a chain of dependent misses (index bucket, arena slot, then
+  // the slot's list neighbours; until 2026-11-25 also a key record), and
+  // applied one after
   // another they made the drain 13% of a Get-only profile (YCSB-C in
   // bench/engine), on the request path. Nothing changes ARC between the
   // two loops (the lock is held, and a hit moves no key to another slot),

@@ -10,8 +10,8 @@
 //
 // Operation 7 also grows c (Grow by 1-64, up to 1,024) and steps a growth
 // (GrowStep of 1-8 moves), so every other operation also runs while the
-// table and ARC's index, arena and records are migrating; a growth is also
-// a change of c for the reference ARC (ReferenceArc::Grow). It also
+// table and ARC's index and arena are migrating; a growth is also a
+// change of c for the reference ARC (ReferenceArc::Grow). It also
 // shrinks c (Shrink by 1-64; refused during a growth), whose trim,
 // compaction and copy the same GrowSteps and Sets then drive; the
 // reference ARC is left behind from the first shrink (its Shrink models one
@@ -129,8 +129,8 @@ class Runner {
       Check(it->second == v, "evicted with another value", op_);
       model_.erase(it);
       if (want != nullptr) {
-        Check(h == want->evicted_key, "evicted another key than the reference",
-              op_);
+        Check(h == ArcTableKey(want->evicted_fingerprint),
+              "evicted another key than the reference", op_);
         Check(arc_->Where(h) == want->evicted_to,
               "the victim went to another list than the reference's", op_);
       }
@@ -146,7 +146,9 @@ class Runner {
     const CMapSetResult r = arc_->Set(CollidingKey(k), v);
     Check(r.err == Error::kOk, "Set failed single-threaded", op_);
     bool self_trimmed = false;
-    for (const auto& e : evicted_) self_trimmed |= e.first == CollidingKey(k);
+    // on_evict names keys as the table does ({h2, h2}: ArcTableKey).
+    const HashPair table_key = ArcTableKey(CollidingKey(k).h2);
+    for (const auto& e : evicted_) self_trimmed |= e.first == table_key;
     Check(r.inserted == (!resident || self_trimmed), "Set's inserted flag is wrong", op_);
     if (in_sync_) {
       Check(want.hit == resident, "the reference disagrees on residency",

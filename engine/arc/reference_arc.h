@@ -154,7 +154,7 @@ class ReferenceArc {
 
   void Record(const HashPair& victim, ArcList to) {
     last_->evicted = true;
-    last_->evicted_key = victim;
+    last_->evicted_fingerprint = victim.h2;
     last_->evicted_to = to;
   }
 

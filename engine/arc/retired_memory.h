@@ -29,10 +29,11 @@ namespace furrballs {
 
 class RetiredMemory {
  public:
-  // An ARC growth retires an index table, an arena and key records, and
-  // releases behind its cursors in the same three.
-  static constexpr size_t kMaxBlocks = 4;
-  static constexpr size_t kMaxSpans = 3;
+  // An ARC growth (or shrink) retires an index table and an arena, and
+  // releases behind its cursors in the same two (ARC keeps no key records
+  // since 2026-11-25: arc_flat_list.h).
+  static constexpr size_t kMaxBlocks = 2;
+  static constexpr size_t kMaxSpans = 2;
 
   RetiredMemory() = default;
   RetiredMemory(const RetiredMemory&) = delete;

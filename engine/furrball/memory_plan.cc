@@ -32,9 +32,9 @@ using furrball_internal::kMaxPageSize;
 using furrball_internal::kMinPageSize;
 using furrball_internal::PagePool;
 
-// The key table's arrays (CMap's control bytes and slots, ARC's arena,
-// key records and index), each its own mapping rounded up to an OS page.
-constexpr uint64_t kKeyTableMappings = 5;
+// The key table's arrays (CMap's control bytes and slots, ARC's arena and
+// index), each its own mapping rounded up to an OS page.
+constexpr uint64_t kKeyTableMappings = 4;
 // A node gets pages of the largest power of two up to kDefaultPageSize of
 // which its share holds kPagesWanted, never smaller than kMinPageSize. What
 // never holds data is counted in whole pages: the open current, relocation

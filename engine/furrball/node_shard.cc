@@ -47,9 +47,9 @@ NodeShard::Create(const ShardConfig& config, const Numatic* numatic) {
   if (!resource.ok()) return resource.status();
   // The key table and ARC's arrays are read at random too, and used
   // densely: the table and ARC's index are hash tables sized for the keys
-  // held (the table grows with them), and ARC's arena and key records are
-  // handed out from their start, so a huge page one key brings in is soon
-  // shared by others. An array below one huge page stays base pages.
+  // held (the table grows with them), and ARC's arena is handed out from
+  // its start, so a huge page one key brings in is soon shared by others.
+  // An array below one huge page stays base pages.
   absl::StatusOr<RawAllocator> allocator =
       numatic->NodeAllocator(config.node, PageKind::kTransparentHuge);
   if (!allocator.ok()) return allocator.status();

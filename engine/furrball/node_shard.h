@@ -62,12 +62,14 @@
 //
 //   claim    OnEvict, under ARC's lock: takes a free VictimSlot (acquire
 //            load of FREE; only evictors claim and they hold ARC's lock),
-//            writes the hash, the KeyMeta and why, then stores PENDING
+//            writes the h2, the KeyMeta and why, then stores PENDING
 //            (release). The entry stays published, so its page cannot be
 //            recycled and its bytes stay as they were. No free slot: the
 //            victim is dropped (an eviction, as without the spill tier).
-//   drain    DrainVictimSlot: CAS PENDING -> DRAINING (acquire), copy into
-//            the batch and index it under batch_mu_, unpublish the entry,
+//   drain    DrainVictimSlot: CAS PENDING -> DRAINING (acquire), hash the
+//            key in the entry (h1 and h2 for the index and the blob; ARC
+//            keeps h2 only), copy into the batch and index it under
+//            batch_mu_, unpublish the entry,
 //            store FREE (release), then decrement victims_pending_
 //            (release). The evicting thread drains every pending slot as
 //            soon as its ARC call returns (DrainVictims).
@@ -754,7 +756,8 @@ class NodeShard {
   void AccountRemoved(const KeyMeta& m);
 
   // ConcurrentARC's eviction callback (runs under the ARC SpinLock): with
-  // the spill tier, parks the victim in a transit slot; else drops it.
+  // the spill tier, parks the victim in a transit slot; else drops it. `h`
+  // is ARC's name for the victim, its table key (h1 == h2).
   void OnEvict(const HashPair& h, const KeyMeta& m);
 
   // ---- ARC victims in transit (see "ARC victims" above) ----
@@ -763,9 +766,10 @@ class NodeShard {
   static constexpr uint32_t kSlotDraining = 2;  // being copied and indexed
   struct alignas(kCacheLineSize) VictimSlot {
     std::atomic<uint32_t> state{kSlotFree};
-    // Atomic because a settler reads them while a claimer may rewrite a
-    // free slot; the state's release/acquire orders everything else.
-    std::atomic<uint64_t> h1{0};
+    // The victim's h2, all ARC names it by (ConcurrentARC, "Keys ARC
+    // names"); the drain recovers h1 from the key in its entry. Atomic
+    // because a settler reads it while a claimer may rewrite a free slot;
+    // the state's release/acquire orders everything else.
     std::atomic<uint64_t> h2{0};
     KeyMeta meta;
     bool from_worker = false;  // ForceEvictOne's victim: always batched
@@ -910,7 +914,7 @@ class NodeShard {
   // the Set path's lock-free check (relaxed: a stale count only delays or
   // wastes one try-lock).
   struct ColdKey {
-    HashPair hash;
+    HashPair hash;  // ARC's name for it (ColdestKeys): its table key
     KeyMeta meta;
   };
   std::pmr::vector<ColdKey> cold_keys_ ABSL_GUARDED_BY(reclaim_mu_);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -76,7 +77,6 @@ void NodeShard::OnEvict(const HashPair& h, const KeyMeta& m) {
     // slot, so the drainer's reads of it are done before we overwrite it.
     for (VictimSlot& slot : victims_) {
       if (slot.state.load(std::memory_order_acquire) != kSlotFree) continue;
-      slot.h1.store(h.h1, std::memory_order_relaxed);
       slot.h2.store(h.h2, std::memory_order_relaxed);
       slot.meta = m;
       slot.from_worker = tls_spill_victims;
@@ -102,9 +102,18 @@ bool NodeShard::DrainVictimSlot(VictimSlot& slot) {
                                           std::memory_order_relaxed)) {
     return false;
   }
-  const HashPair h{slot.h1.load(std::memory_order_relaxed),
-                   slot.h2.load(std::memory_order_relaxed)};
+  const uint64_t h2 = slot.h2.load(std::memory_order_relaxed);
   const KeyMeta m = slot.meta;
+  // ARC named the victim by h2 alone (its table key); the spill index and
+  // the blob key by the whole HashPair, which the key stored in the entry
+  // gives (its bytes are stable: see AddVictimLocked). An entry written
+  // under another hash than its key's (a test's forced collision) is
+  // dropped, not spilled: no lookup of its key would find it under h2.
+  std::string key;
+  const std::optional<HashPair> stored =
+      StoredHash(m.page, m.offset(), HeaderOf(m), &key);
+  const bool named = stored.has_value() && stored->h2 == h2;
+  const HashPair h = named ? *stored : ArcTableKey(h2);
   if (const EngineTestHooks* t = TestHooks();
       t != nullptr && t->victim_erased != nullptr) {
     t->victim_erased(h);
@@ -113,8 +122,8 @@ bool NodeShard::DrainVictimSlot(VictimSlot& slot) {
   // made ARC evict: a full key table) only while the batch is under two
   // pages: the writer flushes it afterwards, and must not let it grow
   // without bound when the flushes fall behind.
-  bool batched;
-  {
+  bool batched = false;
+  if (named) {
     MutexLock l(&batch_mu_);
     batched = slot.from_worker || batch_ == nullptr ||
               batch_->data_bytes() < 2 * uint64_t{pool_.page_size()};
@@ -149,8 +158,8 @@ bool NodeShard::SettleVictim(const HashPair& h) {
   for (VictimSlot& slot : victims_) {
     for (;;) {
       const uint32_t state = slot.state.load(std::memory_order_acquire);
+      // h2 is all a slot knows of its victim (ARC's name for it).
       if (state == kSlotFree ||
-          slot.h1.load(std::memory_order_relaxed) != h.h1 ||
           slot.h2.load(std::memory_order_relaxed) != h.h2) {
         break;
       }

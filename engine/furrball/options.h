@@ -110,8 +110,8 @@ struct FurrBallOptions {
   // The key + value size the starting key table is planned for: where it
   // starts, not a limit. 1 KiB because a table shrinks no further than
   // where it starts: larger entries fill the pages first and leave at most
-  // the table's ~9% of the budget partly unused (106 B of metadata per
-  // 1,138 B), and
+  // the table's ~8% of the budget partly unused (90 B of metadata per
+  // 1,122 B), and
   // smaller ones grow it (64-byte values: 3 growths). Measured at 64 MiB
   // against the 256 B this was: keys per MiB 0.52 -> 0.56x memcached's at
   // 64 B values, 0.60 -> 0.78x at 1 KiB; at 4 and 8 MiB 63-65% -> 78-81%

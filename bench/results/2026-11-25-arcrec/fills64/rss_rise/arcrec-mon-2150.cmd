@@ -1,0 +1,1 @@
+/tmp/arcrec-new/service/furrballs_server --listen_address=127.0.0.1:41215 --metrics_address= --memory_mb=64 

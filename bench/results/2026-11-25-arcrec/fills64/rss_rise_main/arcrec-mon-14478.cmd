@@ -1,0 +1,1 @@
+/tmp/arcrec-main/service/furrballs_server --listen_address=127.0.0.1:48133 --metrics_address= --memory_mb=64 
